@@ -1,0 +1,150 @@
+package pgreplica
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Host is one PostgreSQL server of the cluster. Its role (primary or
+// replica) is discovered, never configured.
+type Host struct {
+	// Addr is a host name, an IP address or a Unix socket directory.
+	Addr string
+	// Port defaults to 5432.
+	Port uint16
+	// Zone is an optional locality label (e.g. an availability zone) used to
+	// prefer replicas near the client.
+	Zone string
+}
+
+// InnerDriver names the driver that talks to each PostgreSQL server.
+type InnerDriver string
+
+// Supported inner drivers.
+const (
+	DriverPgx InnerDriver = "pgx" // github.com/jackc/pgx/v5/stdlib (default)
+	DriverPq  InnerDriver = "pq"  // github.com/lib/pq
+)
+
+// Config holds every pgreplica setting. A zero value plus Hosts is usable:
+// zero fields take the documented defaults. ParseDSN builds one from a DSN.
+type Config struct {
+	// Hosts lists every server of the cluster in any order.
+	Hosts []Host
+	// User, Password and Database are passed to every server.
+	User     string
+	Password string
+	Database string
+	// Params are libpq parameters passed unchanged to the inner driver
+	// (sslmode, application_name, connect_timeout, ...).
+	Params map[string]string
+
+	// Driver selects the inner driver; default DriverPgx.
+	Driver InnerDriver
+
+	// MaxConnsPerHost bounds each host's physical pool; default 10.
+	MaxConnsPerHost int
+	// ConnMaxIdleTime closes physical connections idle this long; default 5m.
+	ConnMaxIdleTime time.Duration
+	// ConnMaxLifetime closes physical connections this old once they are
+	// idle; default 1h.
+	ConnMaxLifetime time.Duration
+	// HealthCheckAfter pings a pooled connection idle longer than this
+	// before reusing it; default 1s. A negative value disables the check.
+	HealthCheckAfter time.Duration
+	// ConnectTimeout bounds each physical connection attempt and each host
+	// probe when the caller's context has no earlier deadline; default 5s.
+	ConnectTimeout time.Duration
+	// MonitorInterval is how often the topology monitor polls every host;
+	// default 250ms.
+	MonitorInterval time.Duration
+
+	// DefaultConsistency applies to reads whose context carries no
+	// requirement; default ConsistencyProcess.
+	DefaultConsistency Consistency
+	// WaitBudget bounds how long a read waits for a replica to reach its
+	// required position before the fallback applies; default 150ms. It never
+	// extends past the context's deadline.
+	WaitBudget time.Duration
+	// Fallback says what a read does when no replica qualifies in time;
+	// default FallbackPrimary.
+	Fallback Fallback
+	// MaxPrimaryFallbacks bounds concurrent reads that fell back to the
+	// primary; default 0 means MaxConnsPerHost/2 (at least 1).
+	MaxPrimaryFallbacks int
+
+	// TokenKey, when set, makes Session tokens HMAC-SHA256 signed and
+	// requires a valid signature on every parsed token.
+	TokenKey []byte
+	// TokenTTL, when positive, gives tokens an expiry.
+	TokenTTL time.Duration
+
+	// Policy picks among eligible replicas; default PolicyRoundRobin.
+	Policy Policy
+	// Zone is the client's own zone; replicas with the same Host.Zone are
+	// preferred.
+	Zone string
+	// MaxLagBytes and MaxLag exclude replicas that are further behind for
+	// reads without a position requirement; zero means no bound.
+	MaxLagBytes uint64
+	MaxLag      time.Duration
+	// ExcludeSyncStandby keeps synchronous standbys out of the read pool.
+	ExcludeSyncStandby bool
+
+	// Logger receives role changes, bans and re-admissions (Info/Warn) and
+	// per-statement routing (Debug). Nil discards. Passwords are never logged.
+	Logger *slog.Logger
+}
+
+// Defaults applied by withDefaults.
+const (
+	defaultPort             = 5432
+	defaultMaxConnsPerHost  = 10
+	defaultConnMaxIdleTime  = 5 * time.Minute
+	defaultConnMaxLifetime  = time.Hour
+	defaultHealthCheckAfter = time.Second
+	defaultConnectTimeout   = 5 * time.Second
+	defaultMonitorInterval  = 250 * time.Millisecond
+	defaultWaitBudget       = 150 * time.Millisecond
+)
+
+// Consistency is the guarantee a read gets when its context carries no
+// requirement of its own.
+type Consistency int
+
+// Default consistency levels.
+const (
+	// ConsistencyProcess: reads see every write this connector completed
+	// before the read started (read-your-writes for the whole process).
+	ConsistencyProcess Consistency = iota
+	// ConsistencyEventual: reads go to any healthy replica.
+	ConsistencyEventual
+	// ConsistencyPrimary: reads go to the primary.
+	ConsistencyPrimary
+)
+
+// Fallback says what a read does when no replica satisfies it in time.
+type Fallback int
+
+// Fallback policies.
+const (
+	// FallbackDefault defers to Config.Fallback (in a context) or means
+	// FallbackPrimary (in Config).
+	FallbackDefault Fallback = iota
+	// FallbackPrimary reads from the primary (bounded by MaxPrimaryFallbacks).
+	FallbackPrimary
+	// FallbackError returns an error wrapping ErrNoFreshReplica and never
+	// loads the primary ("replica only").
+	FallbackError
+)
+
+// Policy picks one replica among those eligible for a read.
+type Policy int
+
+// Selection policies.
+const (
+	PolicyRoundRobin Policy = iota // default
+	PolicyRandom
+	PolicyLeastLag
+	PolicyLatency // EWMA round-trip time window, then power of two choices
+)

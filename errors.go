@@ -1,0 +1,35 @@
+package pgreplica
+
+import "errors"
+
+// Sentinel errors that callers branch on with errors.Is. Errors returned by
+// the driver wrap one of these with context (which host, which option, why).
+var (
+	// ErrBadDSN reports a data source name that cannot be parsed.
+	ErrBadDSN = errors.New("pgreplica: malformed DSN")
+	// ErrUnknownOption reports a pgreplica_* parameter (or Config value) the
+	// driver does not know; the message names the valid ones.
+	ErrUnknownOption = errors.New("pgreplica: unknown option")
+	// ErrBadConfig reports a Config value that is out of range.
+	ErrBadConfig = errors.New("pgreplica: invalid configuration")
+	// ErrNoReachableHost reports that no host of the DSN answered.
+	ErrNoReachableHost = errors.New("pgreplica: no reachable host")
+	// ErrNoPrimary reports that no host is out of recovery: writes fail,
+	// reads still go to replicas.
+	ErrNoPrimary = errors.New("pgreplica: no primary")
+	// ErrSplitBrain reports that more than one host claims to be the primary
+	// and the driver cannot tell which one is legitimate; no write is sent.
+	ErrSplitBrain = errors.New("pgreplica: more than one primary (split brain)")
+	// ErrNoReplica reports that a read had to be served by a replica and none
+	// is usable.
+	ErrNoReplica = errors.New("pgreplica: no usable replica")
+	// ErrNoFreshReplica reports that no replica reached the read's required
+	// position (or staleness bound) in time and the fallback policy forbade
+	// the primary. The wrapping error says why (timeout, none healthy, ...).
+	ErrNoFreshReplica = errors.New("pgreplica: no replica fresh enough")
+	// ErrBadToken reports a consistency token that is garbled, oversized, of
+	// an unknown version, forged or expired.
+	ErrBadToken = errors.New("pgreplica: bad token")
+	// ErrClosed reports use of a connector after Close.
+	ErrClosed = errors.New("pgreplica: connector closed")
+)
