@@ -30,6 +30,9 @@ var (
 	// ErrBadToken reports a consistency token that is garbled, oversized, of
 	// an unknown version, forged or expired.
 	ErrBadToken = errors.New("pgreplica: bad token")
+	// ErrWriteOutcomeUnknown reports a write whose connection was lost after
+	// it was sent: it may or may not have committed. It is never retried.
+	ErrWriteOutcomeUnknown = errors.New("pgreplica: write outcome unknown (connection lost)")
 	// ErrClosed reports use of a connector after Close.
 	ErrClosed = errors.New("pgreplica: connector closed")
 )

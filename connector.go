@@ -1,0 +1,227 @@
+package pgreplica
+
+import (
+	"context"
+	"database/sql/driver"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Connector is a pgreplica driver.Connector: give it to sql.OpenDB. It owns
+// the per-host pools and the topology monitor; closing the *sql.DB closes
+// it, which stops all background work and every physical connection.
+type Connector struct {
+	cfg   Config
+	log   *slog.Logger
+	nodes []*node
+	topo  atomic.Pointer[topology]
+	mon   *monitor
+	// probe is node.probe, replaceable by unit tests.
+	probe func(context.Context, *node) *nodeStatus
+
+	// readOnlyLearned remembers statements a replica refused with SQLSTATE
+	// 25006, so they go straight to the primary next time.
+	readOnlyLearned *stmtCache
+	// rr spreads reads over replicas.
+	rr atomic.Uint64
+	// processLSN is the highest LSN any write through this connector
+	// committed at: the "process" consistency watermark.
+	processLSN atomic.Uint64
+	// primaryLSNs samples the primary's position for time lag.
+	primaryLSNs lagTracker
+	// fallbackSlots bounds concurrent reads that fell back to the primary.
+	fallbackSlots chan struct{}
+
+	startOnce sync.Once
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+var (
+	_ driver.Connector = (*Connector)(nil)
+	_ io.Closer        = (*Connector)(nil)
+)
+
+// NewConnector validates cfg and returns a connector for sql.OpenDB. It does
+// not connect: the first connection (or db.Ping) discovers roles.
+func NewConnector(cfg Config) (*Connector, error) {
+	return newConnector(cfg, innerConnector)
+}
+
+// newConnector lets unit tests substitute the inner driver.
+func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error)) (*Connector, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Connector{cfg: cfg, log: cfg.Logger, readOnlyLearned: newStmtCache(1024)}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.mon = newMonitor(c)
+	c.fallbackSlots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
+	c.probe = func(ctx context.Context, n *node) *nodeStatus { return n.probe(ctx) }
+	for i, h := range cfg.Hosts {
+		ic, err := inner(&c.cfg, h)
+		if err != nil {
+			return nil, err
+		}
+		n := &node{idx: i, host: h, name: hostName(h), inner: ic, wake: c.mon.poke}
+		if n.pool, err = newHostPool(n, ic, &c.cfg); err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	c.topo.Store(&topology{writeErr: ErrNoPrimary})
+	return c, nil
+}
+
+// Driver returns the pgreplica driver.
+func (c *Connector) Driver() driver.Driver { return Driver{} }
+
+// Connect returns a virtual connection. The first call starts the monitor
+// and waits for its first round, so a cluster nobody can reach is reported
+// here (errors.Is(err, ErrNoReachableHost)).
+func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := c.awaitTopology(ctx); err != nil {
+		return nil, err
+	}
+	return &conn{c: c}, nil
+}
+
+// awaitTopology starts the monitor once and waits until some host answered
+// (or the first rounds found none, or ctx ends).
+func (c *Connector) awaitTopology(ctx context.Context) error {
+	c.startOnce.Do(func() {
+		mctx, cancel := context.WithCancel(context.Background())
+		c.cancel = cancel
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.mon.run(mctx)
+		}()
+	})
+	select {
+	case <-c.mon.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if t := c.topo.Load(); t.reachable {
+		return nil
+	}
+	// Nobody answered last time: try once more now rather than failing on
+	// a stale view.
+	next := c.mon.nextRound()
+	c.mon.poke()
+	select {
+	case <-next:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if t := c.topo.Load(); !t.reachable {
+		return t.reachErr
+	}
+	return nil
+}
+
+// applyStatus records a probe result and logs what changed.
+func (c *Connector) applyStatus(n *node, st *nodeStatus) {
+	prev := n.status.Load()
+	n.status.Store(st)
+	if st.err != nil {
+		n.failures++
+		if prev == nil || prev.err == nil {
+			c.log.Warn("pgreplica: host unreachable", "host", n.name, "err", st.err)
+		}
+		return
+	}
+	n.failures = 0
+	n.suspect.Store(false)
+	n.observeRTT(st.rtt)
+	if prev == nil || prev.role != st.role || prev.timeline != st.timeline {
+		// A new role or timeline invalidates what we knew about replay.
+		n.replay.Store(0)
+		c.log.Info("pgreplica: host role", "host", n.name, "role", st.role.String(), "timeline", st.timeline)
+	} else if prev.err != nil {
+		c.log.Info("pgreplica: host back", "host", n.name, "role", st.role.String())
+	}
+	if st.role == roleReplica {
+		n.observeReplay(st.lsn)
+	}
+}
+
+// measureLag records the primary's position and each replica's lag.
+func (c *Connector) measureLag(t *topology) {
+	if t.primary == nil {
+		return
+	}
+	pst := t.primary.status.Load()
+	c.primaryLSNs.add(pst.at, pst.lsn)
+	for _, n := range t.replicas {
+		replay := LSN(n.replay.Load())
+		if replay >= pst.lsn {
+			n.lagBytes.Store(0)
+			n.behind.Store(0)
+			continue
+		}
+		n.lagBytes.Store(uint64(pst.lsn - replay))
+		if at := c.primaryLSNs.passedAt(replay); !at.IsZero() {
+			n.behind.Store(at.UnixNano())
+		}
+	}
+}
+
+// publish installs a new topology and logs role-level changes.
+func (c *Connector) publish(t *topology) {
+	prev := c.topo.Swap(t)
+	if prev.primary != t.primary {
+		if t.primary != nil {
+			c.log.Info("pgreplica: primary", "host", t.primary.name)
+		} else if t.writeErr != nil {
+			c.log.Error("pgreplica: no writable primary", "err", t.writeErr)
+		}
+	}
+}
+
+// closeWait bounds how long Close waits for borrowed connections.
+const closeWait = 5 * time.Second
+
+// Close stops the monitor and closes every physical connection. It waits
+// for connections in use to be returned.
+func (c *Connector) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.startOnce.Do(func() {}) // never start after Close
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.wg.Wait()
+		// puddle's Close waits for borrowed connections; one held by rows
+		// the application never closed must not hang db.Close. Those are
+		// closed when returned.
+		done := make(chan struct{})
+		go func() {
+			for _, n := range c.nodes {
+				n.pool.close()
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(closeWait):
+			c.log.Warn("pgreplica: closed with connections still borrowed (rows not closed?)")
+		}
+	})
+	return nil
+}

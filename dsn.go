@@ -1,0 +1,1021 @@
+package pgreplica
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ParseDSN parses a data source name in either of libpq's two forms and
+// returns the Config it describes.
+//
+// URL form (scheme postgres:// or postgresql://):
+//
+//	postgres://app:pw@db1:5432,db2:5433,[::1]:5434/shop?sslmode=disable&pgreplica_driver=pq
+//
+// Every component is percent-decoded (a '+' stays a '+'). The authority
+// holds a comma-separated host list; IPv6 addresses go in brackets; a Unix
+// socket directory is written percent-encoded (postgres://%2Fvar%2Frun%2Fpostgresql/shop)
+// or given as a parameter (postgres:///shop?host=/var/run/postgresql). A host
+// without its own port takes the port parameter (one value for all hosts or
+// one per host) and otherwise 5432. Giving hosts both in the authority and in
+// a host parameter is an error. Query parameters override the user name,
+// password and database of the authority and path, as in libpq.
+//
+// Keyword/value form:
+//
+//	host=db1,db2,db3 port=5432,5433,5432 dbname=shop user=app password='it''s' sslmode=disable
+//
+// Values may be single-quoted; inside quotes \' and \\ escape a quote and a
+// backslash, and a quote written twice, as in the example, also stands for
+// one quote (an extension: libpq rejects it). Outside quotes a backslash escapes the next
+// character. The port list holds either one port, used by every host, or one
+// per host; an empty entry means 5432.
+//
+// In both forms user, password and dbname (or database) fill the Config
+// fields, host and port fill Hosts, and every other parameter is copied to
+// Params and passed unchanged to the inner driver for each host. These libpq
+// parameters are handled specially:
+//
+//   - target_session_attrs and load_balance_hosts are dropped: pgreplica
+//     discovers each host's role itself and chooses hosts per statement.
+//   - hostaddr is rejected: pgreplica needs the address in host.
+//
+// An empty DSN is an error. pgreplica reads no libpq environment variable
+// (PGHOST, PGPORT, ...), so the DSN must name at least one host; the inner
+// driver may still use the environment and ~/.pgpass for settings the DSN
+// leaves out, such as the password or sslmode.
+//
+// pgreplica's own settings are parameters whose names start with
+// "pgreplica_"; they are removed before the rest reaches the inner driver.
+// Durations use Go's syntax (150ms, 2s, 1m30s). Omitting an option selects
+// its default (see Config); an option whose zero value would silently mean
+// "default" rejects 0.
+//
+//	pgreplica_driver                 inner driver: pgx (default) or pq
+//	pgreplica_max_conns_per_host     physical connections per host, > 0 (default 10)
+//	pgreplica_conn_max_idle_time     close connections idle this long, > 0 (default 5m)
+//	pgreplica_conn_max_lifetime      close connections this old, > 0 (default 1h)
+//	pgreplica_health_check_after     ping connections idle this long, > 0; negative disables (default 1s)
+//	pgreplica_connect_timeout        bound on each connection attempt and probe, > 0 (default 5s)
+//	pgreplica_monitor_interval       topology poll interval, > 0 (default 250ms)
+//	pgreplica_default                consistency without a requirement in ctx: process (default), eventual or primary
+//	pgreplica_wait_budget            longest wait for a fresh replica, > 0 (default 150ms)
+//	pgreplica_fallback               when no replica qualifies: primary (default) or error
+//	pgreplica_max_primary_fallbacks  concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))
+//	pgreplica_policy                 replica choice: round_robin (default), random, least_lag or latency
+//	pgreplica_zone                   the client's zone; replicas in it are preferred
+//	pgreplica_zones                  zones of the hosts, comma-separated, one per host in host order
+//	pgreplica_max_lag_bytes          exclude replicas further behind, in bytes or with kB, MB, GB, TB (0: no bound)
+//	pgreplica_max_lag                exclude replicas further behind in time, >= 0 (0: no bound)
+//	pgreplica_exclude_sync_standby   keep synchronous standbys out of the read pool: true or false
+//
+// Option names are matched without regard to case. An unknown pgreplica_*
+// parameter yields an error wrapping ErrUnknownOption that lists the valid
+// ones; a bad value, or any malformed input, yields an error wrapping ErrBadDSN
+// that names the parameter. No error ever contains the password.
+//
+// ParseDSN sets each host's port explicitly but applies no other default:
+// zero fields mean the default exactly as in a Config built by hand.
+func ParseDSN(dsn string) (Config, error) {
+	s := strings.Trim(dsn, asciiSpaces)
+	if s == "" {
+		return Config{}, errBadDSNf("empty DSN: name at least one host (pgreplica does not read PGHOST or other libpq environment variables)")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return Config{}, errBadDSNf("NUL byte in DSN")
+	}
+	var (
+		p   parsedDSN
+		err error
+	)
+	if scheme, rest, ok := dsnScheme(s); ok {
+		switch strings.ToLower(scheme) {
+		case "postgres", "postgresql":
+			p, err = parseURLDSN(rest)
+		default:
+			return Config{}, errBadDSNf("unsupported URL scheme %q: want postgres:// or postgresql://", scheme)
+		}
+	} else {
+		p.params, err = parseKeywordDSN(s)
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := p.config()
+	if err != nil {
+		return Config{}, scrubPassword(err, c.Password)
+	}
+	return c, nil
+}
+
+// asciiSpaces are the characters libpq's isspace skips between parameters.
+const asciiSpaces = " \t\n\r\v\f"
+
+func isASCIISpace(b byte) bool { return strings.IndexByte(asciiSpaces, b) >= 0 }
+
+// dsnScheme reports whether s starts with "scheme://".
+func dsnScheme(s string) (scheme, rest string, ok bool) {
+	i := strings.Index(s, "://")
+	if i <= 0 {
+		return "", "", false
+	}
+	scheme = s[:i]
+	for j := 0; j < len(scheme); j++ {
+		c := scheme[j]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (j == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return "", "", false
+		}
+	}
+	return scheme, s[i+3:], true
+}
+
+// dsnError is the error type of DSN and Config problems: a message that
+// starts with the first sentinel's text, and the sentinels it wraps.
+type dsnError struct {
+	msg  string
+	errs []error
+}
+
+func (e *dsnError) Error() string   { return e.msg }
+func (e *dsnError) Unwrap() []error { return e.errs }
+
+func newDSNError(sentinel error, format string, args ...any) *dsnError {
+	return &dsnError{msg: sentinel.Error() + ": " + fmt.Sprintf(format, args...), errs: []error{sentinel}}
+}
+
+func errBadDSNf(format string, args ...any) error { return newDSNError(ErrBadDSN, format, args...) }
+
+// scrubPassword is a last line of defence: should a message quote something
+// that happens to contain the password, the password is masked. Very short
+// passwords are left alone, as masking them would garble the message.
+func scrubPassword(err error, password string) error {
+	e, ok := err.(*dsnError)
+	if !ok || len(password) < 4 || !strings.Contains(e.msg, password) {
+		return err
+	}
+	return &dsnError{msg: strings.ReplaceAll(e.msg, password, redactedPassword), errs: e.errs}
+}
+
+// redactedPassword replaces passwords in redacted output.
+const redactedPassword = "xxxxx"
+
+// isSecretKey reports whether a parameter's value must never be shown.
+func isSecretKey(k string) bool { return strings.Contains(strings.ToLower(k), "password") }
+
+// validDSNKeyword reports whether k can be a libpq keyword or a PostgreSQL
+// run-time parameter name, and so be written unquoted in a DSN.
+func validDSNKeyword(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// dsnParam is one key=value pair, in DSN order (the last occurrence wins).
+type dsnParam struct{ key, val string }
+
+// parsedDSN is the syntax of a DSN before it is interpreted.
+type parsedDSN struct {
+	params []dsnParam
+	// URL form only: the hosts and ports of the authority, aligned.
+	netHosts, netPorts []string
+	// hideHosts: the text after the URL authority contains an '@', so the
+	// authority may hold pieces of a password with an unencoded '/' or '?';
+	// errors then do not quote host text.
+	hideHosts bool
+}
+
+// parseKeywordDSN splits a keyword/value DSN into its parameters, following
+// libpq's conninfo_parse.
+func parseKeywordDSN(s string) ([]dsnParam, error) {
+	var (
+		out []dsnParam
+		i   int
+		// afterSecret: the previous value was an unquoted secret, so a
+		// malformed token that follows may be a piece of it.
+		afterSecret bool
+	)
+	skip := func() {
+		for i < len(s) && isASCIISpace(s[i]) {
+			i++
+		}
+	}
+	show := func(k string) string {
+		if afterSecret {
+			return "the word after the password (quote a password containing spaces)"
+		}
+		return strconv.Quote(k)
+	}
+	for {
+		skip()
+		if i == len(s) {
+			return out, nil
+		}
+		start := i
+		for i < len(s) && !isASCIISpace(s[i]) && s[i] != '=' {
+			i++
+		}
+		key := s[start:i]
+		skip()
+		if key == "" {
+			return nil, errBadDSNf("missing keyword before '=' at offset %d", i)
+		}
+		if i == len(s) || s[i] != '=' {
+			return nil, errBadDSNf("missing '=' after %s", show(key))
+		}
+		if !validDSNKeyword(key) {
+			return nil, errBadDSNf("invalid keyword %s: want letters, digits, '_' and '.'", show(key))
+		}
+		i++ // '='
+		skip()
+		var (
+			b      strings.Builder
+			quoted bool
+		)
+		if i < len(s) && s[i] == '\'' {
+			quoted = true
+			i++
+			for {
+				if i == len(s) {
+					return nil, errBadDSNf("unterminated quoted value of %q", key)
+				}
+				c := s[i]
+				if c == '\\' {
+					i++
+					if i == len(s) {
+						return nil, errBadDSNf("unterminated quoted value of %q", key)
+					}
+					b.WriteByte(s[i])
+					i++
+					continue
+				}
+				if c == '\'' {
+					if i+1 < len(s) && s[i+1] == '\'' { // '' stands for '
+						b.WriteByte('\'')
+						i += 2
+						continue
+					}
+					i++
+					break
+				}
+				b.WriteByte(c)
+				i++
+			}
+		} else {
+			for i < len(s) && !isASCIISpace(s[i]) {
+				if s[i] == '\\' {
+					i++
+					if i == len(s) {
+						return nil, errBadDSNf("value of %q ends with a backslash", key)
+					}
+				}
+				b.WriteByte(s[i])
+				i++
+			}
+		}
+		out = append(out, dsnParam{key, b.String()})
+		afterSecret = isSecretKey(key) && !quoted
+	}
+}
+
+// parseURLDSN splits the part of a URL DSN after "scheme://", following
+// libpq's conninfo_uri_parse.
+func parseURLDSN(rest string) (parsedDSN, error) {
+	var p parsedDSN
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	p.hideHosts = strings.Contains(tail, "@")
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		userinfo := authority[:at]
+		authority = authority[at+1:]
+		u, pw, hasPW := strings.Cut(userinfo, ":")
+		user, err := dsnPercentDecode(u)
+		if err != nil {
+			return p, errBadDSNf("user name: %v", err)
+		}
+		p.params = append(p.params, dsnParam{"user", user})
+		if hasPW {
+			pass, err := dsnPercentDecode(pw)
+			if err != nil {
+				return p, errBadDSNf("password: invalid percent-encoding")
+			}
+			p.params = append(p.params, dsnParam{"password", pass})
+		}
+	}
+	if authority != "" {
+		for n, entry := range strings.Split(authority, ",") {
+			h, port, err := splitURLHost(entry)
+			if err != nil {
+				if p.hideHosts {
+					return p, errBadDSNf("host list entry %d: %v (text not shown: it may hold a piece of the password; percent-encode '/', '?', '@' and ':' in the user name and password)", n+1, err.short)
+				}
+				return p, errBadDSNf("host %q: %s", entry, err.short)
+			}
+			p.netHosts = append(p.netHosts, h)
+			p.netPorts = append(p.netPorts, port)
+		}
+	}
+	if strings.HasPrefix(tail, "/") {
+		path, _, _ := strings.Cut(tail[1:], "?")
+		db, err := dsnPercentDecode(path)
+		if err != nil {
+			return p, errBadDSNf("database name: %v", err)
+		}
+		if db != "" {
+			p.params = append(p.params, dsnParam{"dbname", db})
+		}
+	}
+	if _, query, ok := strings.Cut(tail, "?"); ok {
+		for seg := range strings.SplitSeq(query, "&") {
+			if seg == "" {
+				continue
+			}
+			rk, rv, ok := strings.Cut(seg, "=")
+			if !ok {
+				return p, errBadDSNf("query parameter %d has no '=' (want key=value)", len(p.params)+1)
+			}
+			k, err := dsnPercentDecode(rk)
+			if err != nil || !validDSNKeyword(k) {
+				return p, errBadDSNf("invalid query parameter name: want letters, digits, '_' and '.'")
+			}
+			v, err := dsnPercentDecode(rv)
+			if err != nil {
+				return p, errBadDSNf("value of %q: %v", k, err)
+			}
+			p.params = append(p.params, dsnParam{k, v})
+		}
+	}
+	return p, nil
+}
+
+// urlHostError is a host-syntax problem described without quoting the text.
+type urlHostError struct{ short string }
+
+func (e *urlHostError) Error() string { return e.short }
+
+// splitURLHost splits one authority entry into a decoded host and a port
+// (empty when absent).
+func splitURLHost(e string) (host, port string, herr *urlHostError) {
+	if strings.HasPrefix(e, "[") {
+		end := strings.IndexByte(e, ']')
+		if end < 0 {
+			return "", "", &urlHostError{"missing ']' after IPv6 address"}
+		}
+		after := e[end+1:]
+		if after != "" {
+			if after[0] != ':' {
+				return "", "", &urlHostError{"unexpected text after ']'"}
+			}
+			port = after[1:]
+		}
+		h, err := dsnPercentDecode(e[1:end])
+		if err != nil {
+			return "", "", &urlHostError{err.Error()}
+		}
+		if a, err := netip.ParseAddr(h); err != nil || !a.Is6() {
+			return "", "", &urlHostError{"brackets must hold an IPv6 address"}
+		}
+		return h, port, nil
+	}
+	raw := e
+	if i := strings.LastIndexByte(e, ':'); i >= 0 {
+		raw, port = e[:i], e[i+1:]
+		if strings.IndexByte(raw, ':') >= 0 {
+			return "", "", &urlHostError{"an IPv6 address must be written in brackets, as in [::1]:5432"}
+		}
+	}
+	h, err := dsnPercentDecode(raw)
+	if err != nil {
+		return "", "", &urlHostError{err.Error()}
+	}
+	// Like entries of a host parameter, decoded names lose surrounding spaces.
+	return strings.Trim(h, asciiSpaces), port, nil
+}
+
+// dsnPercentDecode decodes %XX escapes only ('+' stays '+', as in libpq) and
+// refuses %00.
+func dsnPercentDecode(s string) (string, error) {
+	if strings.IndexByte(s, '%') < 0 {
+		return s, nil
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b = append(b, s[i])
+			continue
+		}
+		if i+2 >= len(s) || dsnUnhex(s[i+1]) < 0 || dsnUnhex(s[i+2]) < 0 {
+			return "", fmt.Errorf("invalid percent-encoding")
+		}
+		c := byte(dsnUnhex(s[i+1])<<4 | dsnUnhex(s[i+2]))
+		if c == 0 {
+			return "", fmt.Errorf("%%00 (NUL) is not allowed")
+		}
+		b = append(b, c)
+		i += 2
+	}
+	return string(b), nil
+}
+
+func dsnUnhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// Parameters that never reach Params.
+var (
+	// droppedParams are accepted and ignored: pgreplica does their job.
+	droppedParams = []string{"target_session_attrs", "load_balance_hosts"}
+	// reservedParams are carried by Config fields, or unsupported.
+	reservedParams = []string{"host", "hostaddr", "port", "user", "password", "dbname", "database"}
+)
+
+const dsnOptionPrefix = "pgreplica_"
+
+func isOptionKey(k string) bool {
+	return len(k) >= len(dsnOptionPrefix) && strings.EqualFold(k[:len(dsnOptionPrefix)], dsnOptionPrefix)
+}
+
+// config interprets the parameters.
+func (p parsedDSN) config() (Config, error) {
+	var (
+		c                    Config
+		hostParam, portParam string
+		hostSet, portSet     bool
+		opts                 = map[string]string{}
+	)
+	for _, kv := range p.params {
+		k, v := kv.key, kv.val
+		switch {
+		case k == "user":
+			c.User = v
+		case k == "password":
+			c.Password = v
+		case k == "dbname" || k == "database":
+			c.Database = v
+		case k == "host":
+			hostParam, hostSet = v, true
+		case k == "port":
+			portParam, portSet = v, true
+		case k == "hostaddr":
+			return c, errBadDSNf("hostaddr is not supported: give each server's name or IP address in host")
+		case slices.Contains(droppedParams, k):
+			// pgreplica discovers roles and balances reads itself.
+		case isOptionKey(k):
+			name := strings.ToLower(k)
+			if findDSNOption(name) == nil {
+				return c, unknownOptionError(k)
+			}
+			opts[name] = v
+		default:
+			if !validDSNKeyword(k) {
+				return c, errBadDSNf("invalid parameter name %q", k)
+			}
+			if c.Params == nil {
+				c.Params = map[string]string{}
+			}
+			c.Params[k] = v
+		}
+	}
+	hosts, err := p.hosts(hostParam, hostSet, portParam, portSet)
+	if err != nil {
+		return c, err
+	}
+	c.Hosts = hosts
+	for _, o := range dsnOptions {
+		v, ok := opts[o.name]
+		if !ok {
+			continue
+		}
+		if err := o.bind(&c).Set(v); err != nil {
+			return c, errBadDSNf("%s=%q: %v", o.name, v, err)
+		}
+	}
+	if err := c.validate(); err != nil {
+		var de *dsnError
+		if e, ok := err.(*dsnError); ok {
+			de = &dsnError{msg: ErrBadDSN.Error() + ": " + strings.TrimPrefix(e.msg, ErrBadConfig.Error()+": "), errs: append([]error{ErrBadDSN}, e.errs...)}
+		} else {
+			de = &dsnError{msg: ErrBadDSN.Error() + ": " + err.Error(), errs: []error{ErrBadDSN, err}}
+		}
+		return c, de
+	}
+	return c, nil
+}
+
+// hosts combines the URL authority, the host parameter and the port
+// parameter into Hosts with explicit ports.
+func (p parsedDSN) hosts(hostParam string, hostSet bool, portParam string, portSet bool) ([]Host, error) {
+	show := func(s string) string {
+		if p.hideHosts {
+			return "(not shown)"
+		}
+		return strconv.Quote(s)
+	}
+	errHost := func(format string, args ...any) error {
+		if p.hideHosts {
+			format += " (text not shown: it may hold a piece of the password; percent-encode '/', '?', '@' and ':' in the user name and password)"
+		}
+		return errBadDSNf(format, args...)
+	}
+	netNamed := slices.ContainsFunc(p.netHosts, func(h string) bool { return h != "" })
+	var addrs, explicit []string
+	switch {
+	case netNamed && hostSet:
+		return nil, errBadDSNf("hosts given both in the URL and in the host parameter")
+	case netNamed:
+		addrs, explicit = p.netHosts, p.netPorts
+	default:
+		if hostSet {
+			addrs = dsnSplitList(hostParam)
+		}
+		if slices.ContainsFunc(p.netPorts, func(s string) bool { return s != "" }) {
+			explicit = p.netPorts
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, errBadDSNf("no host: name at least one server (pgreplica does not read PGHOST)")
+	}
+	if len(explicit) > 1 && len(explicit) != len(addrs) {
+		return nil, errBadDSNf("%d ports in the URL for %d hosts", len(explicit), len(addrs))
+	}
+	var ports []string
+	if portSet {
+		ports = dsnSplitList(portParam)
+		if len(ports) != 1 && len(ports) != len(addrs) {
+			return nil, errBadDSNf("%d ports for %d hosts: give one port for all hosts or one per host", len(ports), len(addrs))
+		}
+	}
+	pick := func(list []string, i int) string {
+		switch len(list) {
+		case 0:
+			return ""
+		case 1:
+			return list[0]
+		}
+		return list[i]
+	}
+	hosts := make([]Host, len(addrs))
+	seen := make(map[Host]int, len(addrs))
+	for i, a := range addrs {
+		if a == "" {
+			if len(addrs) == 1 {
+				return nil, errBadDSNf("host is empty")
+			}
+			return nil, errBadDSNf("host list entry %d is empty", i+1)
+		}
+		if err := checkHostAddr(a); err != "" {
+			return nil, errHost("host %s: %s", show(a), err)
+		}
+		port := uint16(defaultPort)
+		if s := pick(explicit, i); s != "" {
+			n, err := dsnParsePort(s)
+			if err != nil {
+				return nil, errHost("port %s of host %d: %v", show(s), i+1, err)
+			}
+			port = n
+		} else if s := pick(ports, i); s != "" {
+			n, err := dsnParsePort(s)
+			if err != nil {
+				return nil, errBadDSNf("port %q: %v", s, err)
+			}
+			port = n
+		}
+		h := Host{Addr: a, Port: port}
+		if j, dup := seen[h]; dup {
+			return nil, errHost("host %s port %d is listed twice (entries %d and %d)", show(a), port, j+1, i+1)
+		}
+		seen[h] = i
+		hosts[i] = h
+	}
+	return hosts, nil
+}
+
+// checkHostAddr returns why a is not a usable host, or "".
+func checkHostAddr(a string) string {
+	if strings.IndexByte(a, ':') < 0 || strings.HasPrefix(a, "/") || strings.HasPrefix(a, "@") {
+		return ""
+	}
+	if _, err := netip.ParseAddr(a); err == nil {
+		return ""
+	}
+	return "a ':' belongs only in an IPv6 address (give ports in the port parameter)"
+}
+
+// dsnSplitList splits a comma-separated list, trimming spaces around entries.
+func dsnSplitList(s string) []string {
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.Trim(parts[i], asciiSpaces)
+	}
+	return parts
+}
+
+func dsnParsePort(s string) (uint16, error) {
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil || n == 0 || s[0] == '+' {
+		return 0, fmt.Errorf("want a number from 1 to 65535")
+	}
+	return uint16(n), nil
+}
+
+// unknownOptionError names a bad pgreplica_* parameter and the valid ones.
+func unknownOptionError(name string) error {
+	names := make([]string, len(dsnOptions))
+	for i, o := range dsnOptions {
+		names[i] = o.name
+	}
+	sort.Strings(names)
+	hint := ""
+	if s := closestOptionName(strings.ToLower(name), names); s != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return newDSNError(ErrUnknownOption, "%q%s; valid pgreplica options: %s", name, hint, strings.Join(names, ", "))
+}
+
+// closestOptionName returns the name within edit distance 3 of s, if any.
+func closestOptionName(s string, names []string) string {
+	best, bestD := "", 4
+	for _, n := range names {
+		if d := dsnEditDistance(s, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func dsnEditDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// ---- pgreplica_* options ----
+
+// dsnOptValue reads and writes one Config setting as DSN text.
+type dsnOptValue interface {
+	Set(s string) error // the error says why, without name or value
+	String() string
+	IsZero() bool
+}
+
+// option is one pgreplica_* parameter: its name, its documentation and the
+// Config setting it binds to.
+type dsnOption struct {
+	name string
+	doc  string
+	bind func(c *Config) dsnOptValue
+}
+
+// options is the one table of pgreplica_* parameters. Adding a setting is
+// adding a line here (and to the ParseDSN doc, which a test checks).
+var dsnOptions = []dsnOption{
+	{"pgreplica_driver", "inner driver: pgx (default) or pq", func(c *Config) dsnOptValue { return dsnEnum(&c.Driver, driverNames) }},
+	{"pgreplica_max_conns_per_host", "physical connections per host, > 0 (default 10)", func(c *Config) dsnOptValue { return dsnIntOpt{&c.MaxConnsPerHost, 1} }},
+	{"pgreplica_conn_max_idle_time", "close connections idle this long, > 0 (default 5m)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnMaxIdleTime, durPositive} }},
+	{"pgreplica_conn_max_lifetime", "close connections this old, > 0 (default 1h)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnMaxLifetime, durPositive} }},
+	{"pgreplica_health_check_after", "ping connections idle this long, > 0; negative disables (default 1s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.HealthCheckAfter, durNonZero} }},
+	{"pgreplica_connect_timeout", "bound on each connection attempt and probe, > 0 (default 5s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnectTimeout, durPositive} }},
+	{"pgreplica_monitor_interval", "topology poll interval, > 0 (default 250ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.MonitorInterval, durPositive} }},
+	{"pgreplica_default", "consistency without a requirement in ctx: process (default), eventual or primary", func(c *Config) dsnOptValue { return dsnEnum(&c.DefaultConsistency, consistencyNames) }},
+	{"pgreplica_wait_budget", "longest wait for a fresh replica, > 0 (default 150ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.WaitBudget, durPositive} }},
+	{"pgreplica_fallback", "when no replica qualifies: primary (default) or error", func(c *Config) dsnOptValue { return dsnEnum(&c.Fallback, fallbackNames) }},
+	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))", func(c *Config) dsnOptValue { return dsnIntOpt{&c.MaxPrimaryFallbacks, 0} }},
+	{"pgreplica_policy", "replica choice: round_robin (default), random, least_lag or latency", func(c *Config) dsnOptValue { return dsnEnum(&c.Policy, policyNames) }},
+	{"pgreplica_zone", "the client's zone; replicas in it are preferred", func(c *Config) dsnOptValue { return dsnStringOpt{&c.Zone} }},
+	{"pgreplica_zones", "zones of the hosts, comma-separated, one per host in host order", func(c *Config) dsnOptValue { return dsnZonesOpt{c} }},
+	{"pgreplica_max_lag_bytes", "exclude replicas further behind, in bytes or with kB, MB, GB, TB (0: no bound)", func(c *Config) dsnOptValue { return dsnBytesOpt{&c.MaxLagBytes} }},
+	{"pgreplica_max_lag", "exclude replicas further behind in time, >= 0 (0: no bound)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.MaxLag, durNonNegative} }},
+	{"pgreplica_exclude_sync_standby", "keep synchronous standbys out of the read pool: true or false", func(c *Config) dsnOptValue { return dsnBoolOpt{&c.ExcludeSyncStandby} }},
+}
+
+func findDSNOption(name string) *dsnOption {
+	for i := range dsnOptions {
+		if dsnOptions[i].name == name {
+			return &dsnOptions[i]
+		}
+	}
+	return nil
+}
+
+type dsnEnumName[T comparable] struct {
+	name string
+	v    T
+}
+
+var (
+	driverNames      = []dsnEnumName[InnerDriver]{{"pgx", DriverPgx}, {"pq", DriverPq}}
+	consistencyNames = []dsnEnumName[Consistency]{{"process", ConsistencyProcess}, {"eventual", ConsistencyEventual}, {"primary", ConsistencyPrimary}}
+	fallbackNames    = []dsnEnumName[Fallback]{{"primary", FallbackPrimary}, {"error", FallbackError}}
+	policyNames      = []dsnEnumName[Policy]{{"round_robin", PolicyRoundRobin}, {"random", PolicyRandom}, {"least_lag", PolicyLeastLag}, {"latency", PolicyLatency}}
+)
+
+func dsnEnumList[T comparable](names []dsnEnumName[T]) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = n.name
+	}
+	return strings.Join(s, ", ")
+}
+
+type dsnEnumOpt[T comparable] struct {
+	p     *T
+	names []dsnEnumName[T]
+}
+
+func dsnEnum[T comparable](p *T, names []dsnEnumName[T]) dsnOptValue { return dsnEnumOpt[T]{p, names} }
+
+func (o dsnEnumOpt[T]) Set(s string) error {
+	s = strings.ReplaceAll(strings.Trim(s, asciiSpaces), "-", "_")
+	for _, n := range o.names {
+		if strings.EqualFold(s, n.name) {
+			*o.p = n.v
+			return nil
+		}
+	}
+	return fmt.Errorf("want one of %s", dsnEnumList(o.names))
+}
+
+func (o dsnEnumOpt[T]) String() string {
+	for _, n := range o.names {
+		if n.v == *o.p {
+			return n.name
+		}
+	}
+	return fmt.Sprint(*o.p)
+}
+
+func (o dsnEnumOpt[T]) IsZero() bool { var zero T; return *o.p == zero }
+
+type dsnIntOpt struct {
+	p   *int
+	min int
+}
+
+func (o dsnIntOpt) Set(s string) error {
+	n, err := strconv.Atoi(strings.Trim(s, asciiSpaces))
+	if err != nil || n < o.min {
+		if o.min == 1 {
+			return fmt.Errorf("want an integer > 0")
+		}
+		return fmt.Errorf("want an integer >= %d", o.min)
+	}
+	*o.p = n
+	return nil
+}
+func (o dsnIntOpt) String() string { return strconv.Itoa(*o.p) }
+func (o dsnIntOpt) IsZero() bool   { return *o.p == 0 }
+
+type dsnDurRule int
+
+const (
+	durPositive    dsnDurRule = iota // > 0; 0 would silently mean the default
+	durNonNegative                   // >= 0; 0 means no bound
+	durNonZero                       // != 0; negative disables
+)
+
+type dsnDurOpt struct {
+	p    *time.Duration
+	rule dsnDurRule
+}
+
+func (o dsnDurOpt) Set(s string) error {
+	d, err := time.ParseDuration(strings.Trim(s, asciiSpaces))
+	if err != nil {
+		return fmt.Errorf("want a Go duration such as 150ms, 5s or 1m30s")
+	}
+	switch {
+	case o.rule == durPositive && d <= 0:
+		return fmt.Errorf("want a duration > 0 (omit the option for the default)")
+	case o.rule == durNonNegative && d < 0:
+		return fmt.Errorf("want a duration >= 0 (0 means no bound)")
+	case o.rule == durNonZero && d == 0:
+		return fmt.Errorf("want a duration > 0, or a negative one such as -1s to disable (omit the option for the default)")
+	}
+	*o.p = d
+	return nil
+}
+func (o dsnDurOpt) String() string { return o.p.String() }
+func (o dsnDurOpt) IsZero() bool   { return *o.p == 0 }
+
+type dsnStringOpt struct{ p *string }
+
+func (o dsnStringOpt) Set(s string) error { *o.p = s; return nil }
+func (o dsnStringOpt) String() string     { return *o.p }
+func (o dsnStringOpt) IsZero() bool       { return *o.p == "" }
+
+type dsnBoolOpt struct{ p *bool }
+
+func (o dsnBoolOpt) Set(s string) error {
+	switch strings.ToLower(strings.Trim(s, asciiSpaces)) {
+	case "true", "t", "1", "yes", "y", "on":
+		*o.p = true
+	case "false", "f", "0", "no", "n", "off":
+		*o.p = false
+	default:
+		return fmt.Errorf("want true or false")
+	}
+	return nil
+}
+func (o dsnBoolOpt) String() string { return strconv.FormatBool(*o.p) }
+func (o dsnBoolOpt) IsZero() bool   { return !*o.p }
+
+// dsnBytesOpt is a byte count, plain or with a PostgreSQL memory unit
+// (B, kB, MB, GB, TB; multiples of 1024).
+type dsnBytesOpt struct{ p *uint64 }
+
+func (o dsnBytesOpt) Set(s string) error {
+	s = strings.Trim(s, asciiSpaces)
+	num := strings.TrimRight(s, "kMGTB")
+	mult := uint64(1)
+	switch s[len(num):] {
+	case "", "B":
+	case "kB":
+		mult = 1 << 10
+	case "MB":
+		mult = 1 << 20
+	case "GB":
+		mult = 1 << 30
+	case "TB":
+		mult = 1 << 40
+	default:
+		return fmt.Errorf("want a byte count such as 16777216 or 16MB")
+	}
+	n, err := strconv.ParseUint(strings.Trim(num, asciiSpaces), 10, 64)
+	if err != nil || n > ^uint64(0)/mult {
+		return fmt.Errorf("want a byte count such as 16777216 or 16MB")
+	}
+	*o.p = n * mult
+	return nil
+}
+func (o dsnBytesOpt) String() string { return strconv.FormatUint(*o.p, 10) }
+func (o dsnBytesOpt) IsZero() bool   { return *o.p == 0 }
+
+// dsnZonesOpt sets Host.Zone of every host from a list in host order.
+type dsnZonesOpt struct{ c *Config }
+
+func (o dsnZonesOpt) Set(s string) error {
+	zones := dsnSplitList(s)
+	if len(zones) != len(o.c.Hosts) {
+		return fmt.Errorf("%d zones for %d hosts: give one zone per host, in host order (empty for none)", len(zones), len(o.c.Hosts))
+	}
+	for i, z := range zones {
+		o.c.Hosts[i].Zone = z
+	}
+	return nil
+}
+
+func (o dsnZonesOpt) String() string {
+	z := make([]string, len(o.c.Hosts))
+	for i, h := range o.c.Hosts {
+		z[i] = h.Zone
+	}
+	return strings.Join(z, ",")
+}
+
+func (o dsnZonesOpt) IsZero() bool {
+	return !slices.ContainsFunc(o.c.Hosts, func(h Host) bool { return h.Zone != "" })
+}
+
+// ---- DSN output ----
+
+// hostDSN returns a keyword/value DSN for one host, for the inner driver:
+// host, port, user, password, dbname, then every Params entry in key order.
+// Every value is single-quoted with ' and \ escaped, which both
+// pgx.ParseConfig and pq.NewConnector read back verbatim. Empty user,
+// password and dbname are left out so the inner driver's defaults apply.
+func (c Config) hostDSN(h Host) string {
+	var b strings.Builder
+	port := h.Port
+	if port == 0 {
+		port = defaultPort
+	}
+	writeDSNParam(&b, "host", h.Addr, true)
+	writeDSNParam(&b, "port", strconv.Itoa(int(port)), true)
+	for _, f := range [...]struct{ k, v string }{{"user", c.User}, {"password", c.Password}, {"dbname", c.Database}} {
+		if f.v != "" {
+			writeDSNParam(&b, f.k, f.v, true)
+		}
+	}
+	for _, k := range dsnSortedKeys(c.Params) {
+		if isReservedParam(k) {
+			continue
+		}
+		writeDSNParam(&b, k, c.Params[k], true)
+	}
+	return b.String()
+}
+
+// redacted returns c as a keyword/value DSN for logs and error messages,
+// with the password (and any parameter whose name contains "password")
+// replaced by xxxxx. It lists every host and each pgreplica option that is
+// not zero; apart from the password, ParseDSN reads it back to c.
+func (c Config) redacted() string {
+	var b strings.Builder
+	if len(c.Hosts) > 0 {
+		addrs := make([]string, len(c.Hosts))
+		ports := make([]string, len(c.Hosts))
+		for i, h := range c.Hosts {
+			addrs[i] = h.Addr
+			p := h.Port
+			if p == 0 {
+				p = defaultPort
+			}
+			ports[i] = strconv.Itoa(int(p))
+		}
+		writeDSNParam(&b, "host", strings.Join(addrs, ","), false)
+		writeDSNParam(&b, "port", strings.Join(ports, ","), false)
+	}
+	if c.User != "" {
+		writeDSNParam(&b, "user", c.User, false)
+	}
+	if c.Password != "" {
+		writeDSNParam(&b, "password", redactedPassword, false)
+	}
+	if c.Database != "" {
+		writeDSNParam(&b, "dbname", c.Database, false)
+	}
+	for _, k := range dsnSortedKeys(c.Params) {
+		v := c.Params[k]
+		if isSecretKey(k) {
+			v = redactedPassword
+		}
+		writeDSNParam(&b, k, v, false)
+	}
+	for _, o := range dsnOptions {
+		if v := o.bind(&c); !v.IsZero() {
+			writeDSNParam(&b, o.name, v.String(), false)
+		}
+	}
+	return b.String()
+}
+
+func isReservedParam(k string) bool {
+	return slices.Contains(reservedParams, k) || slices.Contains(droppedParams, k) || isOptionKey(k)
+}
+
+func dsnSortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// writeDSNParam appends key=value, quoting the value when always is set or when
+// it needs quotes to be read back.
+func writeDSNParam(b *strings.Builder, k, v string, always bool) {
+	if b.Len() > 0 {
+		b.WriteByte(' ')
+	}
+	b.WriteString(k)
+	b.WriteByte('=')
+	if !always && v != "" && !strings.ContainsAny(v, "'\\"+asciiSpaces) {
+		b.WriteString(v)
+		return
+	}
+	b.WriteByte('\'')
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\'' || v[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(v[i])
+	}
+	b.WriteByte('\'')
+}

@@ -1,0 +1,242 @@
+package pgreplica_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/pgreplica/pgreplica"
+)
+
+func ExampleParseLSN() {
+	a, err := pgreplica.ParseLSN("0/FFFFFF")
+	if err != nil {
+		panic(err)
+	}
+	b, _ := pgreplica.ParseLSN("0/1000000")
+	fmt.Println(a < b, "0/FFFFFF" < "0/1000000") // numeric vs text order
+	fmt.Println(uint64(b-a), "byte of WAL between them")
+
+	_, err = pgreplica.ParseLSN("0x16/B374D848")
+	fmt.Println(err)
+	// Output:
+	// true false
+	// 1 byte of WAL between them
+	// pgreplica: invalid LSN "0x16/B374D848": unexpected character 'x' (want X/Y with 1-8 hex digits each, e.g. 16/B374D848)
+}
+
+func ExampleLSN_String() {
+	fmt.Println(pgreplica.LSN(0x16_B374D848))
+	fmt.Println(pgreplica.LSN(0))
+	// Output:
+	// 16/B374D848
+	// 0/0
+}
+
+func ExampleLSN_Scan() {
+	// With a *sql.DB: db.QueryRowContext(ctx, "SELECT pg_current_wal_lsn()").Scan(&lsn)
+	// Scan receives what the inner driver returns: text from pgx,
+	// bytes from lib/pq, nil for NULL.
+	var lsn pgreplica.LSN
+	for _, src := range []any{"16/B374D848", []byte("16/b374d900"), nil} {
+		if err := lsn.Scan(src); err != nil {
+			panic(err)
+		}
+		fmt.Println(lsn)
+	}
+	// Output:
+	// 16/B374D848
+	// 16/B374D900
+	// 0/0
+}
+
+func ExampleSession() {
+	// Process A: the driver raises the session's watermark after each
+	// write; here a token stands in for that write.
+	s := pgreplica.NewSession()
+	_ = s.Merge(pgreplica.Token{LSN: 0x16_B374D848, Timeline: 1})
+	token := s.Token() // put it in a cookie, a header or a job payload
+	fmt.Println(token)
+
+	// Process B: fold the token into its own session; reads through a
+	// context carrying it see everything process A wrote before.
+	tok, err := pgreplica.ParseToken(token)
+	if err != nil {
+		panic(err) // a bad token from outside: log it, start a fresh session
+	}
+	s2 := pgreplica.NewSession()
+	_ = s2.Merge(tok)
+	ctx := pgreplica.WithSession(context.Background(), s2)
+	fmt.Println(pgreplica.SessionFrom(ctx).LSN())
+
+	// A lower position never lowers the watermark.
+	_ = s2.Merge(pgreplica.Token{LSN: 1})
+	fmt.Println(s2.LSN())
+	// Output:
+	// AQAAAAAWs3TYSAAAAAEAAAAAAAAAAA
+	// 16/B374D848
+	// 16/B374D848
+}
+
+func ExampleTokenCodec() {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	codec := pgreplica.TokenCodec{
+		Key: []byte("a secret of at least 32 bytes..."),
+		TTL: 10 * time.Minute,
+		Now: func() time.Time { return now }, // nil in production
+	}
+	s := pgreplica.NewSession()
+	_ = s.Merge(pgreplica.Token{LSN: 0x16_B374D848, Timeline: 2, SystemID: 7449373393844797465})
+	signed := codec.SessionToken(s)
+	fmt.Println(len(signed), "characters")
+
+	tok, err := codec.Decode(signed)
+	fmt.Println(tok.LSN, tok.Timeline, tok.Expires, err)
+
+	_, err = pgreplica.ParseToken(signed) // no key
+	fmt.Println(err)
+
+	forged := codec
+	forged.Key = []byte("somebody else's key.............")
+	_, err = codec.Decode(forged.SessionToken(s))
+	fmt.Println(err)
+
+	now = now.Add(time.Hour)
+	_, err = codec.Decode(signed)
+	fmt.Println(err, errors.Is(err, pgreplica.ErrBadToken))
+	// Output:
+	// 83 characters
+	// 16/B374D848 2 2025-06-01 12:10:00 +0000 UTC <nil>
+	// pgreplica: bad token: signed token needs a key
+	// pgreplica: bad token: bad signature
+	// pgreplica: bad token: expired true
+}
+
+func ExampleParseToken() {
+	for _, in := range []string{
+		"AQAAAAAWs3TYSAAAAAEAAAAAAAAAAA",
+		"",
+		"not a token!",
+		"AgAAAAAWs3TYSAAAAAEAAAAAAAAAAA",
+		"AQAAAAAWs3TYSAAAAAEAAAAAAAAA",
+	} {
+		tok, err := pgreplica.ParseToken(in)
+		if err != nil {
+			fmt.Println(errors.Is(err, pgreplica.ErrBadToken), err)
+			continue
+		}
+		fmt.Println(tok.LSN, tok.Timeline)
+	}
+	// Output:
+	// 16/B374D848 1
+	// true pgreplica: bad token: empty
+	// true pgreplica: bad token: garbled
+	// true pgreplica: bad token: unknown version
+	// true pgreplica: bad token: truncated
+}
+
+// An HTTP middleware that gives every request of a browser read-your-writes
+// across requests, servers and processes, with a signed cookie.
+func ExampleWithSession_httpMiddleware() {
+	codec := pgreplica.TokenCodec{Key: []byte("a secret of at least 32 bytes..."), TTL: 10 * time.Minute}
+	const cookie = "pgr"
+
+	middleware := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s := pgreplica.NewSession()
+			if c, err := r.Cookie(cookie); err == nil {
+				if tok, err := codec.Decode(c.Value); err == nil {
+					_ = s.Merge(tok)
+				} // a bad or expired token: start a fresh session, never fail the request
+			}
+			next.ServeHTTP(w, r.WithContext(pgreplica.WithSession(r.Context(), s)))
+		})
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := pgreplica.SessionFrom(r.Context())
+		// db.ExecContext(r.Context(), "UPDATE ...") would raise the
+		// watermark here; a token stands in for that write.
+		if r.Method == http.MethodPost {
+			_ = s.Merge(pgreplica.Token{LSN: 0x16_B374D848})
+		}
+		// Hand the (possibly raised) watermark back before writing the body.
+		http.SetCookie(w, &http.Cookie{Name: cookie, Value: codec.SessionToken(s), HttpOnly: true, Path: "/"})
+		fmt.Fprintln(w, "must see", s.LSN())
+	})
+	srv := middleware(handler)
+
+	post := httptest.NewRecorder()
+	srv.ServeHTTP(post, httptest.NewRequest(http.MethodPost, "/profile", nil))
+	fmt.Print(post.Body)
+
+	get := httptest.NewRequest(http.MethodGet, "/profile", nil)
+	for _, c := range post.Result().Cookies() {
+		get.AddCookie(c)
+	}
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, get)
+	fmt.Print(rec.Body)
+
+	forged := httptest.NewRequest(http.MethodGet, "/profile", nil)
+	forged.AddCookie(&http.Cookie{Name: cookie, Value: "AQAAAAAWs3TYSAAAAAEAAAAAAAAAAA"})
+	rec = httptest.NewRecorder()
+	srv.ServeHTTP(rec, forged)
+	fmt.Print(rec.Body)
+	// Output:
+	// must see 16/B374D848
+	// must see 16/B374D848
+	// must see 0/0
+}
+
+// A queue producer stores the position of its write in the job; the worker
+// reads with that position as a minimum.
+func ExampleWithToken() {
+	producer := pgreplica.NewSession()
+	_ = producer.Merge(pgreplica.Token{LSN: 0x2A_00000100}) // as after db.ExecContext(...)
+	payload := map[string]string{"order": "1042", "pgr": producer.Token()}
+
+	// In the worker:
+	ctx := context.Background()
+	if tok, err := pgreplica.ParseToken(payload["pgr"]); err == nil {
+		ctx = pgreplica.WithToken(ctx, tok)
+	}
+	// db.QueryRowContext(ctx, "SELECT ... WHERE id = $1", payload["order"])
+	// now reads a replica that replayed 2A/100, or the primary.
+	_ = ctx
+	fmt.Println("worker reads at or after", producer.LSN())
+	// Output:
+	// worker reads at or after 2A/100
+}
+
+// Each requirement is a context; derive one per call. The precedence is
+// documented on WithSession.
+func ExampleWithPrimary() {
+	var db *sql.DB // sql.Open("pgreplica", "postgres://app@db1,db2,db3/shop")
+	check := func(ctx context.Context) error {
+		// A read that decides a write runs on the primary; better still,
+		// in the same read-write transaction as the write.
+		var stock int
+		return db.QueryRowContext(pgreplica.WithPrimary(ctx), "SELECT stock FROM items WHERE id = $1", 7).Scan(&stock)
+	}
+	report := func(ctx context.Context) error {
+		// A dashboard tolerates 5 s of lag but must never load the
+		// primary: with no replica that fresh it fails with
+		// ErrNoFreshReplica.
+		ctx = pgreplica.WithFallback(pgreplica.WithMaxStaleness(ctx, 5*time.Second), pgreplica.FallbackError)
+		_, err := db.QueryContext(ctx, "SELECT count(*) FROM orders")
+		if errors.Is(err, pgreplica.ErrNoFreshReplica) {
+			return nil // show the cached figure instead
+		}
+		return err
+	}
+	feed := func(ctx context.Context) error {
+		// Any healthy replica, even behind this process's own writes.
+		_, err := db.QueryContext(pgreplica.WithEventual(ctx), "SELECT * FROM news LIMIT 20")
+		return err
+	}
+	_, _, _ = check, report, feed
+}

@@ -1,0 +1,229 @@
+package pgreplica
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// role is what a node answered to pg_is_in_recovery().
+type role uint8
+
+const (
+	roleUnknown role = iota
+	rolePrimary
+	roleReplica
+)
+
+func (r role) String() string {
+	switch r {
+	case rolePrimary:
+		return "primary"
+	case roleReplica:
+		return "replica"
+	}
+	return "unknown"
+}
+
+// nodeStatus is one probe's answer, published immutably.
+type nodeStatus struct {
+	role     role
+	err      error // last probe error; nil when healthy
+	lsn      LSN   // primary: pg_current_wal_lsn(); replica: replay LSN
+	receive  LSN   // replica: pg_last_wal_receive_lsn()
+	paused   bool  // replica: replay paused
+	timeline uint32
+	sysid    uint64
+	// asyncDefault: synchronous_commit is off for our role and database.
+	asyncDefault bool
+	at           time.Time     // when the probe answered
+	rtt          time.Duration // probe round trip
+}
+
+func (s *nodeStatus) healthy() bool { return s != nil && s.err == nil && s.role != roleUnknown }
+
+// node is one host of the cluster: its pool and what the monitor knows.
+type node struct {
+	idx   int
+	host  Host
+	name  string // host:port, for messages (never carries credentials)
+	inner driver.Connector
+	pool  *hostPool
+
+	status atomic.Pointer[nodeStatus]
+	// replay is the highest replay LSN known for this replica, from the
+	// monitor or from a check on the hot path. Replay only moves forward on
+	// a timeline, so a value here proves the replica has at least this much.
+	replay atomic.Uint64
+	// suspect is set by the hot path when a query failed on a connection
+	// error; the node gets no reads until the monitor probes it again.
+	suspect atomic.Bool
+	// inflight counts statements running on this node (latency policy).
+	inflight atomic.Int64
+	// rtt is the EWMA of probe round trips, in nanoseconds.
+	rtt atomic.Int64
+	// lagBytes is primary LSN minus replay LSN at the last round; behind
+	// is when (unix ns) the primary passed this replica's replay position,
+	// 0 when caught up.
+	lagBytes atomic.Uint64
+	behind   atomic.Int64
+	// wake asks the monitor for an early round.
+	wake func()
+
+	// Monitor-only state (one goroutine).
+	probeConn driver.Conn
+	failures  int
+}
+
+// observeReplay raises the cached replay LSN (never lowers it).
+func (n *node) observeReplay(l LSN) {
+	for {
+		cur := n.replay.Load()
+		if uint64(l) <= cur || n.replay.CompareAndSwap(cur, uint64(l)) {
+			return
+		}
+	}
+}
+
+// markSuspect records a hot-path failure and wakes the monitor.
+func (n *node) markSuspect(error) {
+	n.suspect.Store(true)
+	if n.wake != nil {
+		n.wake()
+	}
+}
+
+// probeSQL asks everything the router needs in one round trip. The CASE
+// guards keep primary-only functions off replicas and vice versa.
+const probeSQL = `SELECT pg_is_in_recovery(),
+ (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text,
+ COALESCE(pg_last_wal_receive_lsn()::text, ''),
+ CASE WHEN pg_is_in_recovery() THEN pg_is_wal_replay_paused() ELSE false END,
+ CASE WHEN pg_is_in_recovery()
+   THEN COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT timeline_id FROM pg_control_checkpoint()))
+   ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END,
+ (SELECT system_identifier FROM pg_control_system())::text,
+ current_setting('synchronous_commit') = 'off'`
+
+// probe runs probeSQL on the node's dedicated monitor connection.
+func (n *node) probe(ctx context.Context) *nodeStatus {
+	start := time.Now()
+	st, err := n.probeOnce(ctx)
+	if err != nil {
+		if n.probeConn != nil {
+			n.probeConn.Close()
+			n.probeConn = nil
+		}
+		return &nodeStatus{err: err, at: time.Now()}
+	}
+	st.at = time.Now()
+	st.rtt = st.at.Sub(start)
+	return st
+}
+
+func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
+	if n.probeConn == nil {
+		c, err := n.inner.Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		n.probeConn = c
+	}
+	rows, err := queryInner(ctx, n.probeConn, probeSQL, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	vals := make([]driver.Value, 7)
+	if err := rows.Next(vals); err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	st := &nodeStatus{role: rolePrimary}
+	if b, _ := vals[0].(bool); b {
+		st.role = roleReplica
+	}
+	if st.lsn, err = lsnValue(vals[1]); err != nil {
+		return nil, err
+	}
+	if st.receive, err = lsnValue(vals[2]); err != nil {
+		return nil, err
+	}
+	st.paused, _ = vals[3].(bool)
+	tl, err := intValue(vals[4])
+	if err != nil {
+		return nil, err
+	}
+	st.timeline = uint32(tl)
+	sysid, err := intValue(vals[5])
+	if err != nil {
+		return nil, err
+	}
+	st.sysid = uint64(sysid)
+	st.asyncDefault, _ = vals[6].(bool)
+	return st, nil
+}
+
+func textValue(v driver.Value) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	}
+	return ""
+}
+
+// lsnValue reads a pg_lsn that arrived as text; NULL or "" is 0.
+func lsnValue(v driver.Value) (LSN, error) {
+	s := textValue(v)
+	if s == "" {
+		return 0, nil
+	}
+	return ParseLSN(s)
+}
+
+func intValue(v driver.Value) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case nil:
+		return 0, nil
+	}
+	s := textValue(v)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		// system identifiers are unsigned 64-bit values
+		u, uerr := strconv.ParseUint(s, 10, 64)
+		if uerr != nil {
+			return 0, errors.New("probe: unexpected integer " + strconv.Quote(s))
+		}
+		return int64(u), nil
+	}
+	return n, nil
+}
+
+// rttEWMA returns the smoothed probe round trip.
+func (n *node) rttEWMA() time.Duration { return time.Duration(n.rtt.Load()) }
+
+// observeRTT folds a probe round trip into the EWMA (alpha 0.2, as MongoDB).
+func (n *node) observeRTT(d time.Duration) {
+	old := n.rtt.Load()
+	if old == 0 {
+		n.rtt.Store(int64(d))
+		return
+	}
+	n.rtt.Store(int64(0.8*float64(old) + 0.2*float64(d)))
+}
+
+// lagTime returns how far behind the primary this replica is, in time.
+func (n *node) lagTime(now time.Time) time.Duration {
+	b := n.behind.Load()
+	if b == 0 {
+		return 0
+	}
+	return now.Sub(time.Unix(0, b))
+}

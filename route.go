@@ -1,0 +1,336 @@
+package pgreplica
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/puddle/v2"
+)
+
+// readPlan is the routing decision for one read.
+type readPlan struct {
+	kind     readKind
+	need     LSN // readPosition: the replay LSN a replica must have
+	stale    time.Duration
+	fallback Fallback
+	session  *Session
+}
+
+// planRead combines the statement's class and the context's requirement.
+func (c *Connector) planRead(ctx context.Context, t *topology, cls stmtClass) (readPlan, error) {
+	req := requirementFrom(ctx)
+	pl := readPlan{fallback: req.fallbackOr(c.cfg.Fallback)}
+	if cls.hint == hintPrimary || !cls.read && cls.hint != hintReplica {
+		pl.kind = readPrimary
+		return pl, nil
+	}
+	kind, need, err := req.decide(t.sysid())
+	if err != nil {
+		return pl, err
+	}
+	if kind == readDefault {
+		switch c.cfg.DefaultConsistency {
+		case ConsistencyPrimary:
+			kind = readPrimary
+		case ConsistencyEventual:
+			kind = readEventual
+		default:
+			kind, need = readPosition, LSN(c.processLSN.Load())
+		}
+	}
+	pl.kind, pl.need = kind, need
+	if req != nil {
+		pl.session, pl.stale = req.session, req.maxStaleness
+	}
+	return pl, nil
+}
+
+// acquirePrimary borrows a connection to the primary, or says why there is
+// none.
+func (c *Connector) acquirePrimary(ctx context.Context) (*puddle.Resource[*physical], error) {
+	t := c.topo.Load()
+	if t.primary == nil {
+		return nil, t.writeErr
+	}
+	return t.primary.pool.acquire(ctx)
+}
+
+// routeQuery runs a query outside any transaction or pin.
+func (c *Connector) routeQuery(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue) (driver.Rows, error) {
+	if c.readOnlyLearned.has(query) {
+		cls = classWrite(cls)
+	}
+	t := c.topo.Load()
+	pl, err := c.planRead(ctx, t, cls)
+	if err != nil {
+		return nil, err
+	}
+	if pl.kind == readPrimary {
+		return c.queryPrimary(ctx, query, cls, args, false)
+	}
+	var exclude *node
+	for attempt := 0; ; attempt++ {
+		res, known, err := c.acquireReplica(ctx, t, pl, exclude)
+		if err != nil {
+			if pl.fallback == FallbackError || ctx.Err() != nil {
+				return nil, err
+			}
+			return c.queryPrimary(ctx, query, cls, args, true)
+		}
+		p := res.Value()
+		rows, err := c.runOn(ctx, p, query, args)
+		if err == nil {
+			// Monotonic reads: the session never goes back before what
+			// this replica was known to have replayed before the read.
+			pl.session.advance(known, t.timeline(), t.sysid())
+			return c.releasingRows(rows, res), nil
+		}
+		p.node.inflight.Add(-1)
+		switch {
+		case sqlState(err) == stateReadOnlyTx:
+			// The classifier thought it a read; the replica disagreed.
+			// Remember it and run it where it can run.
+			p.node.pool.release(res, nil)
+			c.readOnlyLearned.add(query)
+			return c.queryPrimary(ctx, query, classWrite(cls), args, false)
+		case attempt == 0 && (isRecoveryConflict(err) || isConnLost(err)):
+			// No row reached the caller yet: try once elsewhere.
+			if isConnLost(err) {
+				p.node.markSuspect(err)
+			}
+			p.node.pool.release(res, err)
+			exclude = p.node
+			t = c.topo.Load()
+			continue
+		}
+		p.node.pool.release(res, err)
+		return nil, err
+	}
+}
+
+func classWrite(cls stmtClass) stmtClass {
+	cls.read = false
+	return cls
+}
+
+// isRecoveryConflict reports a replica query cancelled by WAL replay
+// ("canceling statement due to conflict with recovery"). Outside a
+// transaction a replica raises 40001 for nothing else.
+func isRecoveryConflict(err error) bool {
+	return sqlState(err) == stateSerialization
+}
+
+func (c *Connector) runOn(ctx context.Context, p *physical, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if err := convertArgs(p.conn, args); err != nil {
+		return nil, err
+	}
+	p.node.inflight.Add(1)
+	return queryInner(ctx, p.conn, query, args)
+}
+
+func (c *Connector) releasingRows(rows driver.Rows, res *puddle.Resource[*physical]) driver.Rows {
+	p := res.Value()
+	return &routedRows{Rows: rows, onClose: func(err error) {
+		p.node.inflight.Add(-1)
+		p.node.pool.release(res, err)
+	}}
+}
+
+// queryPrimary runs a query on the primary; a write's LSN is captured when
+// its rows are done. A fallback read holds one of the bounded fallback
+// slots while it runs.
+func (c *Connector) queryPrimary(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue, fallback bool) (driver.Rows, error) {
+	if fallback {
+		select {
+		case c.fallbackSlots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	freeSlot := func() {
+		if fallback {
+			<-c.fallbackSlots
+		}
+	}
+	res, err := c.acquirePrimary(ctx)
+	if err != nil {
+		freeSlot()
+		return nil, err
+	}
+	p := res.Value()
+	rows, err := c.runOn(ctx, p, query, args)
+	if err != nil {
+		p.node.inflight.Add(-1)
+		p.node.pool.release(res, err)
+		freeSlot()
+		if !cls.read {
+			err = c.writeFailed(p.node, err)
+		}
+		return nil, err
+	}
+	release := func(err error) {
+		p.node.inflight.Add(-1)
+		p.node.pool.release(res, err)
+		freeSlot()
+	}
+	if cls.read {
+		return &routedRows{Rows: rows, onClose: release}, nil
+	}
+	return c.captureOnClose(ctx, p, cls, rows, release), nil
+}
+
+// acquireReplica borrows a connection to a replica that satisfies the
+// plan, and returns the replay LSN it was known to have before the read.
+// A replica whose cached replay LSN already proves it costs no extra round
+// trip; otherwise the check runs on the very connection that will run the
+// query, retried with backoff across replicas up to the wait budget.
+func (c *Connector) acquireReplica(ctx context.Context, t *topology, pl readPlan, exclude *node) (*puddle.Resource[*physical], LSN, error) {
+	now := time.Now()
+	usable := func(n *node) bool {
+		if n == exclude || n.suspect.Load() {
+			return false
+		}
+		switch pl.kind {
+		case readStaleness:
+			return n.lagTime(now) <= pl.stale
+		case readPosition:
+			return true
+		}
+		return c.withinLagBounds(n, now)
+	}
+	fresh := func(n *node) bool { return usable(n) && LSN(n.replay.Load()) >= pl.need }
+	if n := c.pickReplica(t, fresh); n != nil {
+		known := LSN(n.replay.Load())
+		if res, err := n.pool.acquire(ctx); err == nil {
+			return res, known, nil
+		}
+	}
+	if pl.kind != readPosition || pl.need == 0 {
+		return nil, 0, c.noReplica(t, "no healthy replica within the lag bounds")
+	}
+	return c.awaitReplica(ctx, pl, usable)
+}
+
+// awaitReplica polls replicas (on the connection that will run the query)
+// until one has replayed pl.need or the wait budget ends.
+func (c *Connector) awaitReplica(ctx context.Context, pl readPlan, usable eligibleFn) (*puddle.Resource[*physical], LSN, error) {
+	deadline := time.Now().Add(c.cfg.WaitBudget)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	backoff := time.Millisecond
+	var best LSN
+	for {
+		t := c.topo.Load()
+		for _, n := range t.replicas {
+			if !usable(n) {
+				continue
+			}
+			res, err := n.pool.acquire(wctx)
+			if err != nil {
+				continue
+			}
+			replay, err := currentReplay(wctx, res.Value())
+			if err == nil && replay >= pl.need {
+				n.observeReplay(replay)
+				return res, replay, nil
+			}
+			n.pool.release(res, err)
+			if err == nil {
+				n.observeReplay(replay)
+				best = max(best, replay)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		if time.Until(deadline) < backoff {
+			return nil, 0, fmt.Errorf("%w: no replica replayed %s within %v (best %s)", ErrNoFreshReplica, pl.need, c.cfg.WaitBudget, best)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-wctx.Done():
+		}
+		backoff = min(2*backoff, 16*time.Millisecond)
+	}
+}
+
+const replaySQL = "SELECT pg_last_wal_replay_lsn()::text"
+
+func currentReplay(ctx context.Context, p *physical) (LSN, error) {
+	rows, err := queryInner(ctx, p.conn, replaySQL, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	v := make([]driver.Value, 1)
+	if err := rows.Next(v); err != nil {
+		return 0, err
+	}
+	return lsnValue(v[0])
+}
+
+// withinLagBounds applies Config.MaxLag / MaxLagBytes to reads without a
+// position requirement.
+func (c *Connector) withinLagBounds(n *node, now time.Time) bool {
+	if c.cfg.MaxLagBytes > 0 && n.lagBytes.Load() > c.cfg.MaxLagBytes {
+		return false
+	}
+	return c.cfg.MaxLag <= 0 || n.lagTime(now) <= c.cfg.MaxLag
+}
+
+func (c *Connector) noReplica(t *topology, why string) error {
+	if len(t.replicas) == 0 {
+		why = "no healthy replica"
+	}
+	return fmt.Errorf("%w: %s", ErrNoFreshReplica, why)
+}
+
+// acquireForReadTx picks the connection for a read-only transaction: a
+// replica that satisfies the context, checked before BEGIN (under
+// REPEATABLE READ the first statement fixes the snapshot, so the check must
+// come first), else the fallback.
+func (c *Connector) acquireForReadTx(ctx context.Context) (*puddle.Resource[*physical], bool, error) {
+	t := c.topo.Load()
+	pl, err := c.planRead(ctx, t, stmtClass{read: true})
+	if err != nil {
+		return nil, false, err
+	}
+	if pl.kind != readPrimary {
+		res, known, err := c.acquireReplica(ctx, t, pl, nil)
+		if err == nil {
+			pl.session.advance(known, t.timeline(), t.sysid())
+			return res, true, nil
+		}
+		if pl.fallback == FallbackError || ctx.Err() != nil {
+			return nil, false, err
+		}
+	}
+	res, err := c.acquirePrimary(ctx)
+	return res, false, err
+}
+
+// writeFailed inspects a failed write: a primary that answers "read-only
+// transaction" was demoted, a lost connection may mean failover; both wake
+// the monitor at once. A write whose connection broke after it was sent
+// has an unknown outcome and is never retried.
+func (c *Connector) writeFailed(n *node, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case sqlState(err) == stateReadOnlyTx:
+		n.markSuspect(err)
+	case isConnLost(err):
+		n.markSuspect(err)
+		if !errors.Is(err, driver.ErrBadConn) {
+			return fmt.Errorf("%w: %w", ErrWriteOutcomeUnknown, err)
+		}
+	}
+	return err
+}
