@@ -49,6 +49,9 @@ type stmtClass struct {
 	asyncCommit bool
 	// multi is set when the string holds more than one statement.
 	multi bool
+	// noWAL is set when every statement only touches session state (SET,
+	// RESET, LISTEN, PREPARE, BEGIN, ...): nothing to capture an LSN for.
+	noWAL bool
 	// dml is set for a single INSERT, UPDATE, DELETE or MERGE (possibly
 	// behind WITH): a preparable write, safe to send with the extended
 	// protocol in a pipeline.
@@ -79,6 +82,7 @@ func classify(query string) stmtClass {
 		asyncCommit:  c.async,
 		multi:        c.stmts > 1,
 		dml:          c.stmts == 1 && c.dml && !c.lx.bad,
+		noWAL:        c.stmts > 0 && c.noWAL && !c.lx.bad,
 	}
 }
 
@@ -788,6 +792,7 @@ type classifier struct {
 	stmts   int // non-empty statements
 	read    bool
 	dml     bool
+	noWAL   bool
 	session bool
 	async   bool
 }
@@ -1047,6 +1052,15 @@ func (c *classifier) setConfigToken(t sqlToken, k kw) {
 	}
 }
 
+// writesNoWAL reports statements that change only the session.
+func writesNoWAL(first kw) bool {
+	switch first {
+	case kwSet, kwReset, kwShow, kwListen, kwUnlisten, kwDeallocate, kwDiscard, kwBegin, kwStart, kwLoad, kwPrepare:
+		return true
+	}
+	return false
+}
+
 // endStmt folds the current statement into the result.
 func (c *classifier) endStmt() {
 	st := &c.st
@@ -1082,6 +1096,7 @@ func (c *classifier) endStmt() {
 	if st.depth != 0 || st.unbalanced || st.explain != expNone {
 		read, dml = false, false
 	}
+	c.noWAL = (c.stmts == 0 || c.noWAL) && writesNoWAL(st.first) && !st.explained
 	c.stmts++
 	c.read = read
 	c.dml = dml

@@ -352,10 +352,35 @@ func TestClassify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			want := stmtClass{read: tc.read, hint: tc.hint, sessionState: tc.session,
 				asyncCommit: tc.async, multi: tc.multi, dml: tc.dml}
-			if got := classify(tc.sql); got != want {
+			got := classify(tc.sql)
+			got.noWAL = false // checked by TestClassifyNoWAL
+			if got != want {
 				t.Errorf("classify(%q)\n got %+v\nwant %+v", tc.sql, got, want)
 			}
 		})
+	}
+}
+
+// TestClassifyNoWAL checks which statements need no LSN capture.
+func TestClassifyNoWAL(t *testing.T) {
+	for q, want := range map[string]bool{
+		"SET search_path = app":                        true,
+		"RESET ALL":                                    true,
+		"LISTEN jobs":                                  true,
+		"PREPARE p AS INSERT INTO t VALUES (1)":        true,
+		"BEGIN":                                        true,
+		"SET a = 1; SET b = 2":                         true,
+		"SET a = 1; INSERT INTO t VALUES (1)":          false,
+		"INSERT INTO t VALUES (1)":                     false,
+		"DO $$ BEGIN INSERT INTO t VALUES (1); END $$": false,
+		"CREATE TEMP TABLE x (a int)":                  false,
+		"SELECT pg_advisory_lock(1)":                   false,
+		"EXPLAIN ANALYZE SET a = 1":                    false,
+		"":                                             false,
+	} {
+		if got := classify(q).noWAL; got != want {
+			t.Errorf("classify(%q).noWAL = %v, want %v", q, got, want)
+		}
 	}
 }
 

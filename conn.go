@@ -77,7 +77,7 @@ func (cn *conn) execOn(ctx context.Context, p *physical, query string, cls stmtC
 		cn.tx.noteStatement(cls)
 		return execInner(ctx, p.conn, query, args)
 	}
-	if cls.read {
+	if cls.read || cls.noWAL {
 		return execInner(ctx, p.conn, query, args)
 	}
 	r, err := cn.c.execCapture(ctx, p, query, cls, args)
@@ -125,7 +125,7 @@ func (cn *conn) queryOn(ctx context.Context, p *physical, query string, cls stmt
 		cn.tx.noteStatement(cls)
 		return rows, nil
 	}
-	if cls.read {
+	if cls.read || cls.noWAL {
 		return rows, nil
 	}
 	return cn.c.captureOnClose(ctx, p, cls, rows, nil), nil

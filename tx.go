@@ -71,7 +71,7 @@ func beginInner(ctx context.Context, c driver.Conn, opts driver.TxOptions) (driv
 }
 
 func (t *tx) noteStatement(cls stmtClass) {
-	if !cls.read {
+	if !cls.read && !cls.noWAL {
 		t.wrote = true
 	}
 	if cls.asyncCommit {
