@@ -75,7 +75,10 @@ func execPipelined(ctx context.Context, p *physical, pc *pgx.Conn, query string,
 	pl.SendQueryStatement(sd, eqb.ParamValues, eqb.ParamFormats, eqb.ResultFormats)
 	pl.SendPipelineSync()
 	pl.SendQueryParams(lsnQuery, nil, nil, nil, nil)
-	pl.SendPipelineSync()
+	if err := pl.Sync(); err != nil {
+		pl.Close()
+		return nil, 0, err
+	}
 
 	var tag pgconn.CommandTag
 	var lsn LSN

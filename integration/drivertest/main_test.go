@@ -1,0 +1,135 @@
+// Package drivertest runs pgreplica through database/sql against a real
+// primary and two streaming replicas started by the integration harness.
+package drivertest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration"
+)
+
+var cluster *integration.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(integration.Main(m, integration.Options{Replicas: 2}, &cluster))
+}
+
+// drivers are the inner drivers every routing test runs with.
+var drivers = []string{"pgx", "pq"}
+
+// open returns a pgreplica *sql.DB on the shared cluster, closed with t.
+func open(t *testing.T, inner string, params ...string) *sql.DB {
+	t.Helper()
+	cluster.Need(t)
+	dsn := cluster.DSN() + "&pgreplica_driver=" + inner + "&application_name=" + appName(t)
+	for _, p := range params {
+		dsn += "&" + p
+	}
+	db, err := sql.Open("pgreplica", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// appName tags a test's server sessions so they can be found in
+// pg_stat_activity.
+func appName(t *testing.T) string {
+	r := strings.NewReplacer("/", "_", " ", "_", "#", "_")
+	return "pgr_" + r.Replace(t.Name())
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// nodeOf maps a server port to the harness node index.
+func nodeOf(t *testing.T, port int) int {
+	t.Helper()
+	for i := range cluster.Len() {
+		if cluster.Port(i) == port {
+			return i
+		}
+	}
+	t.Fatalf("port %d is no node of the cluster", port)
+	return -1
+}
+
+// servedBy runs a query returning inet_server_port() and reports the node.
+func servedBy(t *testing.T, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, ctx context.Context, query string, args ...any) int {
+	t.Helper()
+	var port int
+	if err := q.QueryRowContext(ctx, query, args...).Scan(&port); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return nodeOf(t, port)
+}
+
+// stmtNode reads the node of a prepared statement's inet_server_port() row.
+func stmtNode(t *testing.T, row *sql.Row) int {
+	t.Helper()
+	var port int
+	if err := row.Scan(&port); err != nil {
+		t.Fatal(err)
+	}
+	return nodeOf(t, port)
+}
+
+// mustExec runs admin SQL on node i.
+func mustExec(t *testing.T, i int, sql string) {
+	t.Helper()
+	if err := cluster.Exec(ctxFor(t), i, sql); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pauseAllReplicas pauses replay everywhere and resumes it at cleanup.
+func pauseAllReplicas(t *testing.T) {
+	t.Helper()
+	ctx := ctxFor(t)
+	for i := 1; i < cluster.Len(); i++ {
+		if err := cluster.PauseReplay(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { resumeAllReplicas(t) })
+}
+
+func resumeAllReplicas(t *testing.T) {
+	ctx := context.Background()
+	for i := 1; i < cluster.Len(); i++ {
+		if err := cluster.ResumeReplay(ctx, i); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func table(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	name := strings.ToLower(appName(t))
+	if _, err := db.Exec(fmt.Sprintf("DROP TABLE IF EXISTS %s; CREATE TABLE %s (id serial PRIMARY KEY, v text)", name, name)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mustExec(t, cluster.Primary(), "DROP TABLE IF EXISTS "+name) })
+	return name
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+var _ = pgreplica.DriverName
