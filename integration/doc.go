@@ -1,0 +1,35 @@
+// Package integration starts a real PostgreSQL primary and streaming
+// replicas on loopback for tests, from the PostgreSQL server binaries
+// installed on the machine (initdb, pg_ctl, postgres, pg_basebackup).
+// Docker is not used.
+//
+// A test package typically shares one cluster:
+//
+//	var cluster *integration.Cluster
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(integration.Main(m, integration.Options{}, &cluster))
+//	}
+//
+//	func TestSomething(t *testing.T) {
+//		cluster.Need(t) // skips when no PostgreSQL is installed
+//		db, err := sql.Open("pgx", cluster.DSN())
+//		...
+//	}
+//
+// Node 0 is the initial primary and nodes 1..N are streaming replicas made
+// with pg_basebackup. Every server listens on 127.0.0.1 only, on a free port,
+// with trust authentication for the superuser "postgres", and keeps its data
+// and log under one temporary directory that Close removes. When the tests
+// run as root, the servers run as the unprivileged OS user "postgres" (or
+// "nobody"), because PostgreSQL refuses to run as root.
+//
+// Lag and faults are injected with PauseReplay, SetApplyDelay, Stop, Kill
+// and Promote; Repoint makes a replica follow another node. Waits (Start,
+// WaitStreaming, WaitCaughtUp, PauseReplay, ...) poll every few milliseconds
+// and are bounded by their context.
+//
+// Set PGREPLICA_INTEGRATION=require to make a missing PostgreSQL fail the
+// tests instead of skipping them, and PGREPLICA_PG_BIN to choose the
+// directory of the server binaries.
+package integration

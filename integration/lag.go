@@ -1,0 +1,80 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// PauseReplay pauses WAL replay on replica i (pg_wal_replay_pause) and
+// returns once the replica reports it paused: from then on, nothing written
+// on the primary becomes visible there until ResumeReplay. The replica keeps
+// receiving WAL meanwhile.
+func (c *Cluster) PauseReplay(ctx context.Context, i int) error {
+	if err := c.Exec(ctx, i, "SELECT pg_wal_replay_pause()"); err != nil {
+		return err
+	}
+	if c.bin.major >= 14 {
+		return c.waitValue(ctx, i, fmt.Sprintf("replay on node %d to pause", i),
+			"SELECT pg_get_wal_replay_pause_state()", "paused")
+	}
+	return c.waitValue(ctx, i, fmt.Sprintf("replay on node %d to pause", i),
+		"SELECT pg_is_wal_replay_paused()", "t")
+}
+
+// ResumeReplay resumes WAL replay on replica i (pg_wal_replay_resume) and
+// returns once the replica no longer reports it paused.
+func (c *Cluster) ResumeReplay(ctx context.Context, i int) error {
+	if err := c.Exec(ctx, i, "SELECT pg_wal_replay_resume()"); err != nil {
+		return err
+	}
+	return c.waitValue(ctx, i, fmt.Sprintf("replay on node %d to resume", i),
+		"SELECT pg_is_wal_replay_paused()", "f")
+}
+
+// SetApplyDelay sets recovery_min_apply_delay on replica i (ALTER SYSTEM
+// and a configuration reload; it survives restarts) and returns once the
+// server shows the new value. Each transaction then becomes visible on the
+// replica no sooner than d after it committed on the primary. d is rounded
+// up to whole milliseconds; 0 removes the delay.
+func (c *Cluster) SetApplyDelay(ctx context.Context, i int, d time.Duration) error {
+	if d < 0 {
+		return errors.New("integration: negative apply delay")
+	}
+	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	conn, err := c.connect(ctx, i)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	// ALTER SYSTEM refuses to run in a (possibly implicit) transaction
+	// block, so it gets a statement of its own.
+	for _, sql := range []string{
+		fmt.Sprintf("ALTER SYSTEM SET recovery_min_apply_delay = '%dms'", ms),
+		"SELECT pg_reload_conf()",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("integration: node %d: %s: %w", i, sql, err)
+		}
+	}
+	return c.waitValue(ctx, i, fmt.Sprintf("recovery_min_apply_delay on node %d", i),
+		"SELECT setting FROM pg_settings WHERE name = 'recovery_min_apply_delay'", strconv.FormatInt(ms, 10))
+}
+
+// waitValue polls a one-value query on node i until it returns want.
+func (c *Cluster) waitValue(ctx context.Context, i int, what, sql, want string) error {
+	cs := c.newConns()
+	defer cs.close()
+	return poll(ctx, what, func(ctx context.Context) (bool, string, error) {
+		got, err := cs.queryString(ctx, i, sql)
+		if err != nil {
+			if transient(err) {
+				return false, err.Error(), nil
+			}
+			return false, "", err
+		}
+		return got == want, fmt.Sprintf("%s = %q", sql, got), nil
+	})
+}

@@ -1,0 +1,123 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+)
+
+// Stop shuts node i down in fast mode (open transactions are rolled back,
+// a shutdown checkpoint is written and sent to the replicas) and returns
+// once all of its processes have exited. Stopping a stopped node does
+// nothing.
+func (c *Cluster) Stop(ctx context.Context, i int) error {
+	n, err := c.node(i)
+	if err != nil {
+		return err
+	}
+	return c.stopNode(ctx, n, syscall.SIGINT)
+}
+
+// Kill crashes node i: it sends SIGKILL to the postmaster and every process
+// it forked, and returns once they are gone. Start brings the node back
+// through crash recovery. Killing a stopped node does nothing.
+func (c *Cluster) Kill(i int) error {
+	n, err := c.node(i)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	pid, running := n.pid, n.running
+	c.mu.Unlock()
+	if !running {
+		return nil
+	}
+	return c.killNode(n, pid)
+}
+
+// Start starts node i again on its port after Stop or Kill (pg_ctl start
+// -w) and returns once it accepts connections; a replica then reconnects to
+// its upstream by itself (see WaitStreaming). Starting a running node does
+// nothing.
+func (c *Cluster) Start(ctx context.Context, i int) error {
+	n, err := c.node(i)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	running := n.running
+	c.mu.Unlock()
+	running = running && len(serverProcs(n.real, readPid(n.data))) > 0
+	if running {
+		return nil
+	}
+	if err := c.startNode(ctx, n); err != nil {
+		return c.withLogs(err, i)
+	}
+	return nil
+}
+
+// Promote promotes replica i to primary (pg_promote) and returns once it
+// has left recovery; Primary then returns i. The other nodes are left as
+// they are: stop the old primary first to simulate a failover, and Repoint
+// the other replicas to follow the new primary.
+func (c *Cluster) Promote(ctx context.Context, i int) error {
+	n, err := c.node(i)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	standby, running := n.standby, n.running
+	c.mu.Unlock()
+	if !running || !standby {
+		return fmt.Errorf("integration: cannot promote node %d: it is not a running replica", i)
+	}
+	if err := c.Exec(ctx, i, "SELECT pg_promote(false)"); err != nil {
+		return err
+	}
+	if err := c.waitValue(ctx, i, fmt.Sprintf("node %d to leave recovery", i),
+		"SELECT pg_is_in_recovery()", "f"); err != nil {
+		return c.withLogs(err, i)
+	}
+	c.mu.Lock()
+	c.primary, n.standby, n.upstream = i, false, -1
+	c.mu.Unlock()
+	return nil
+}
+
+// Repoint makes node i a replica of node upstream: it stops node i if it
+// runs, points primary_conninfo at upstream (in postgresql.auto.conf, with
+// application_name "replica<i>"), makes sure standby.signal exists and
+// starts the node. Call WaitStreaming to wait until it streams.
+//
+// A replica follows a promoted sibling across the timeline switch as long
+// as it has not replayed WAL past the promotion point (stop the old primary
+// before promoting, then repoint). A former primary can become a replica
+// the same way if it was stopped cleanly before the promotion; one that
+// diverged never streams (the harness does not run pg_rewind).
+func (c *Cluster) Repoint(ctx context.Context, i, upstream int) error {
+	n, err := c.node(i)
+	if err != nil {
+		return err
+	}
+	up := c.nodes[upstream]
+	if i == upstream {
+		return fmt.Errorf("integration: node %d cannot follow itself", i)
+	}
+	if c.Primary() == i {
+		return fmt.Errorf("integration: node %d is the primary; promote another node first", i)
+	}
+	if err := c.stopNode(ctx, n, syscall.SIGINT); err != nil {
+		return err
+	}
+	if err := c.writeStandbyConf(n, up); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	n.standby, n.upstream = true, upstream
+	c.mu.Unlock()
+	if err := c.startNode(ctx, n); err != nil {
+		return c.withLogs(err, i)
+	}
+	return nil
+}
