@@ -199,6 +199,7 @@ var errCommitRolledBack = errors.New("pgreplica: commit failed: the transaction 
 
 // observeWrite raises the process watermark and the context's session.
 func (c *Connector) observeWrite(ctx context.Context, n *node, lsn LSN) {
+	c.metrics.lsnCaptures.Add(1)
 	for {
 		cur := c.processLSN.Load()
 		if uint64(lsn) <= cur || c.processLSN.CompareAndSwap(cur, uint64(lsn)) {

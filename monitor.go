@@ -79,7 +79,7 @@ func (m *monitor) runRound(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	t := buildTopology(m.c.nodes)
+	t := buildTopology(m.c.nodes, m.c.cfg.ExcludeSyncStandby)
 	m.c.measureLag(t)
 	m.c.publish(t)
 	for _, n := range m.c.nodes {

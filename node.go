@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -38,6 +39,12 @@ type nodeStatus struct {
 	paused   bool  // replica: replay paused
 	timeline uint32
 	sysid    uint64
+	// receiver is a replica's WAL receiver state ("streaming", or "" when
+	// it has none); appName is the name the primary knows it by.
+	receiver, appName string
+	// syncStates maps a primary's standbys (application_name) to their
+	// sync_state (async, sync, potential, quorum).
+	syncStates map[string]string
 	// asyncDefault: synchronous_commit is off for our role and database.
 	asyncDefault bool
 	at           time.Time     // when the probe answered
@@ -107,7 +114,10 @@ const probeSQL = `SELECT pg_is_in_recovery(),
    THEN COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT timeline_id FROM pg_control_checkpoint()))
    ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END,
  (SELECT system_identifier FROM pg_control_system())::text,
- current_setting('synchronous_commit') = 'off'`
+ current_setting('synchronous_commit') = 'off',
+ CASE WHEN pg_is_in_recovery()
+   THEN COALESCE((SELECT status || ' ' || COALESCE(substring(conninfo from 'application_name=([^ ]+)'), '') FROM pg_stat_wal_receiver), '')
+   ELSE COALESCE((SELECT string_agg(application_name || '=' || sync_state, ',') FROM pg_stat_replication), '') END`
 
 // probe runs probeSQL on the node's dedicated monitor connection.
 func (n *node) probe(ctx context.Context) *nodeStatus {
@@ -138,7 +148,7 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	vals := make([]driver.Value, 7)
+	vals := make([]driver.Value, 8)
 	if err := rows.Next(vals); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
@@ -164,6 +174,19 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	}
 	st.sysid = uint64(sysid)
 	st.asyncDefault, _ = vals[6].(bool)
+	info := textValue(vals[7])
+	if st.role == roleReplica {
+		// "streaming replica1": the WAL receiver's state and the name
+		// the primary knows this replica by.
+		st.receiver, st.appName, _ = strings.Cut(info, " ")
+	} else if info != "" {
+		st.syncStates = map[string]string{}
+		for _, kv := range strings.Split(info, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				st.syncStates[k] = v
+			}
+		}
+	}
 	return st, nil
 }
 

@@ -69,15 +69,19 @@ func (c *Connector) routeQuery(ctx context.Context, query string, cls stmtClass,
 		return nil, err
 	}
 	if pl.kind == readPrimary {
+		if cls.read {
+			c.metrics.primaryReads.Add(1)
+		}
 		return c.queryPrimary(ctx, query, cls, args, false)
 	}
 	var exclude *node
 	for attempt := 0; ; attempt++ {
-		res, known, err := c.acquireReplica(ctx, t, pl, exclude)
+		res, known, err := c.acquireReplicaMeasured(ctx, t, pl, exclude)
 		if err != nil {
 			if pl.fallback == FallbackError || ctx.Err() != nil {
 				return nil, err
 			}
+			c.metrics.fallbackReads.Add(1)
 			return c.queryPrimary(ctx, query, cls, args, true)
 		}
 		p := res.Value()
@@ -86,6 +90,7 @@ func (c *Connector) routeQuery(ctx context.Context, query string, cls stmtClass,
 			// Monotonic reads: the session never goes back before what
 			// this replica was known to have replayed before the read.
 			pl.session.advance(known, t.timeline(), t.sysid())
+			c.metrics.replicaReads.Add(1)
 			return c.releasingRows(rows, res), nil
 		}
 		p.node.inflight.Add(-1)
@@ -95,11 +100,15 @@ func (c *Connector) routeQuery(ctx context.Context, query string, cls stmtClass,
 			// Remember it and run it where it can run.
 			p.node.pool.release(res, nil)
 			c.readOnlyLearned.add(query)
+			c.metrics.readOnlyRetries.Add(1)
 			return c.queryPrimary(ctx, query, classWrite(cls), args, false)
 		case attempt == 0 && (isRecoveryConflict(err) || isConnLost(err)):
 			// No row reached the caller yet: try once elsewhere.
 			if isConnLost(err) {
 				p.node.markSuspect(err)
+				c.metrics.connLostRetries.Add(1)
+			} else {
+				c.metrics.conflictRetries.Add(1)
 			}
 			p.node.pool.release(res, err)
 			exclude = p.node
@@ -182,6 +191,23 @@ func (c *Connector) queryPrimary(ctx context.Context, query string, cls stmtClas
 	return c.captureOnClose(ctx, p, cls, rows, release), nil
 }
 
+// acquireReplicaMeasured is acquireReplica plus the metrics: wait time of
+// position reads, and fallbacks by reason.
+func (c *Connector) acquireReplicaMeasured(ctx context.Context, t *topology, pl readPlan, exclude *node) (*puddle.Resource[*physical], LSN, error) {
+	tokened := pl.kind == readPosition && pl.need > 0
+	start := time.Now()
+	res, known, err := c.acquireReplica(ctx, t, pl, exclude)
+	if tokened && exclude == nil {
+		c.metrics.tokenedReads.Add(1)
+		c.metrics.wait.observe(time.Since(start))
+	}
+	var nf *NoFreshReplicaError
+	if errors.As(err, &nf) {
+		c.metrics.noteFallback(nf.Reason, tokened, pl.fallback == FallbackError)
+	}
+	return res, known, err
+}
+
 // acquireReplica borrows a connection to a replica that satisfies the
 // plan, and returns the replay LSN it was known to have before the read.
 // A replica whose cached replay LSN already proves it costs no extra round
@@ -209,7 +235,7 @@ func (c *Connector) acquireReplica(ctx context.Context, t *topology, pl readPlan
 		}
 	}
 	if pl.kind != readPosition || pl.need == 0 {
-		return nil, 0, c.noReplica(t, "no healthy replica within the lag bounds")
+		return nil, 0, noReplicaError(t)
 	}
 	return c.awaitReplica(ctx, pl, usable)
 }
@@ -250,7 +276,8 @@ func (c *Connector) awaitReplica(ctx context.Context, pl readPlan, usable eligib
 			return nil, 0, ctx.Err()
 		}
 		if time.Until(deadline) < backoff {
-			return nil, 0, fmt.Errorf("%w: no replica replayed %s within %v (best %s)", ErrNoFreshReplica, pl.need, c.cfg.WaitBudget, best)
+			return nil, 0, &NoFreshReplicaError{Reason: ReasonTimeout,
+				Detail: fmt.Sprintf("no replica replayed %s within %v (best seen %s)", pl.need, c.cfg.WaitBudget, best)}
 		}
 		select {
 		case <-time.After(backoff):
@@ -284,12 +311,29 @@ func (c *Connector) withinLagBounds(n *node, now time.Time) bool {
 	return c.cfg.MaxLag <= 0 || n.lagTime(now) <= c.cfg.MaxLag
 }
 
-func (c *Connector) noReplica(t *topology, why string) error {
+func noReplicaError(t *topology) error {
+	why := "no healthy replica within the lag bounds"
 	if len(t.replicas) == 0 {
 		why = "no healthy replica"
 	}
-	return fmt.Errorf("%w: %s", ErrNoFreshReplica, why)
+	return &NoFreshReplicaError{Reason: ReasonNoReplica, Detail: why}
 }
+
+// NoFreshReplicaError is the error of a read that no replica could serve
+// and that was not allowed to fall back to the primary. It matches
+// errors.Is(err, ErrNoFreshReplica); Reason is ReasonTimeout or
+// ReasonNoReplica.
+type NoFreshReplicaError struct {
+	Reason string
+	Detail string
+}
+
+func (e *NoFreshReplicaError) Error() string {
+	return ErrNoFreshReplica.Error() + ": " + e.Detail
+}
+
+// Is makes errors.Is(err, ErrNoFreshReplica) true.
+func (e *NoFreshReplicaError) Is(target error) bool { return target == ErrNoFreshReplica }
 
 // acquireForReadTx picks the connection for a read-only transaction: a
 // replica that satisfies the context, checked before BEGIN (under
@@ -302,7 +346,7 @@ func (c *Connector) acquireForReadTx(ctx context.Context) (*puddle.Resource[*phy
 		return nil, false, err
 	}
 	if pl.kind != readPrimary {
-		res, known, err := c.acquireReplica(ctx, t, pl, nil)
+		res, known, err := c.acquireReplicaMeasured(ctx, t, pl, nil)
 		if err == nil {
 			pl.session.advance(known, t.timeline(), t.sysid())
 			return res, true, nil

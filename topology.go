@@ -20,7 +20,7 @@ type topology struct {
 // Exactly one primary gets writes. Several hosts out of recovery (a former
 // primary back beside a promoted replica) resolve to the one on the highest
 // timeline; a tie is split brain and nobody gets writes.
-func buildTopology(nodes []*node) *topology {
+func buildTopology(nodes []*node, excludeSync bool) *topology {
 	t := &topology{}
 	var primaries []*node
 	var down []string
@@ -53,21 +53,36 @@ func buildTopology(nodes []*node) *topology {
 		t.primary, t.writeErr = highestTimeline(primaries)
 	}
 
-	var sysid uint64
-	if t.primary != nil {
-		sysid = t.primary.status.Load().sysid
-	}
 	for _, n := range nodes {
-		st := n.status.Load()
-		if !st.healthy() || st.role != roleReplica {
-			continue
+		if t.excluded(n, excludeSync) == "" {
+			t.replicas = append(t.replicas, n)
 		}
-		if sysid != 0 && st.sysid != sysid {
-			continue // a replica of another cluster: never route to it
-		}
-		t.replicas = append(t.replicas, n)
 	}
 	return t
+}
+
+// excluded says why a node is not in the read pool ("" when it is).
+func (t *topology) excluded(n *node, excludeSync bool) string {
+	st := n.status.Load()
+	switch {
+	case st == nil:
+		return "not probed yet"
+	case st.err != nil:
+		return "unreachable: " + st.err.Error()
+	case st.role != roleReplica:
+		return "not a replica"
+	}
+	if t.primary != nil {
+		pst := t.primary.status.Load()
+		if st.sysid != pst.sysid {
+			// A replica of another cluster: never route to it.
+			return fmt.Sprintf("system identifier %d differs from the primary's %d", st.sysid, pst.sysid)
+		}
+		if ss := pst.syncStates[st.appName]; excludeSync && st.appName != "" && (ss == "sync" || ss == "quorum") {
+			return "synchronous standby (excluded by configuration)"
+		}
+	}
+	return ""
 }
 
 func highestTimeline(primaries []*node) (*node, error) {

@@ -1,0 +1,169 @@
+package pgreplica
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// metrics are the connector's counters: atomics only, so recording costs
+// no lock on the hot path.
+type metrics struct {
+	replicaReads, primaryReads, fallbackReads atomic.Int64
+	fallbackTimeout, fallbackNoReplica        atomic.Int64
+	failedTimeout, failedNoReplica            atomic.Int64
+	tokenedReads, tokenedFallbacks            atomic.Int64
+	lsnCaptures                               atomic.Int64
+	conflictRetries, readOnlyRetries          atomic.Int64
+	connLostRetries                           atomic.Int64
+	wait                                      histogram
+}
+
+// Reasons a read could not be served by a replica.
+const (
+	ReasonTimeout   = "timeout"    // no replica replayed the position within the wait budget
+	ReasonNoReplica = "no_replica" // no healthy replica within the lag bounds
+)
+
+// Stats is a snapshot of the connector's counters since it was created.
+type Stats struct {
+	// Reads by where they ran: a replica, the primary because the statement
+	// or the requirement said so, or the primary as a fallback.
+	ReplicaReads, PrimaryReads, FallbackReads int64
+	// Fallbacks counts reads that fell back to the primary, by reason
+	// (ReasonTimeout, ReasonNoReplica); FailedReads those that returned
+	// ErrNoFreshReplica instead (FallbackError).
+	Fallbacks, FailedReads map[string]int64
+	// TokenedReads are reads with a position requirement (session, token,
+	// process watermark); TokenedFallbackRatio is the share of them that
+	// fell back or failed: the earliest warning of replica degradation.
+	TokenedReads, TokenedFallbacks int64
+	TokenedFallbackRatio           float64
+	// Wait is the time position reads spent finding a fresh replica.
+	Wait WaitStats
+	// LSNCaptures counts writes (autocommit statements and read-write
+	// commits) whose LSN was read after they committed.
+	LSNCaptures int64
+	// Retries of reads that failed before returning a row: cancelled by a
+	// replay conflict, refused as a write (SQLSTATE 25006), or a lost
+	// connection.
+	ConflictRetries, ReadOnlyRetries, ConnLostRetries int64
+	// Nodes is the status of every host.
+	Nodes []NodeStatus
+}
+
+// WaitStats summarises a latency histogram.
+type WaitStats struct {
+	Count         int64
+	Sum           time.Duration
+	P50, P95, P99 time.Duration
+	// Buckets are cumulative counts of observations ≤ UpperBound.
+	Buckets []Bucket
+}
+
+// Bucket is one cumulative histogram bucket.
+type Bucket struct {
+	UpperBound time.Duration
+	Count      int64
+}
+
+// Stats returns a snapshot of the counters and node status.
+func (c *Connector) Stats() Stats {
+	m := &c.metrics
+	s := Stats{
+		ReplicaReads:     m.replicaReads.Load(),
+		PrimaryReads:     m.primaryReads.Load(),
+		FallbackReads:    m.fallbackReads.Load(),
+		Fallbacks:        map[string]int64{ReasonTimeout: m.fallbackTimeout.Load(), ReasonNoReplica: m.fallbackNoReplica.Load()},
+		FailedReads:      map[string]int64{ReasonTimeout: m.failedTimeout.Load(), ReasonNoReplica: m.failedNoReplica.Load()},
+		TokenedReads:     m.tokenedReads.Load(),
+		TokenedFallbacks: m.tokenedFallbacks.Load(),
+		Wait:             m.wait.snapshot(),
+		LSNCaptures:      m.lsnCaptures.Load(),
+		ConflictRetries:  m.conflictRetries.Load(),
+		ReadOnlyRetries:  m.readOnlyRetries.Load(),
+		ConnLostRetries:  m.connLostRetries.Load(),
+		Nodes:            c.Nodes(),
+	}
+	if s.TokenedReads > 0 {
+		s.TokenedFallbackRatio = float64(s.TokenedFallbacks) / float64(s.TokenedReads)
+	}
+	return s
+}
+
+// noteFallback counts a read that could not use a replica.
+func (m *metrics) noteFallback(reason string, tokened, failed bool) {
+	if tokened {
+		m.tokenedFallbacks.Add(1)
+	}
+	switch {
+	case failed && reason == ReasonTimeout:
+		m.failedTimeout.Add(1)
+	case failed:
+		m.failedNoReplica.Add(1)
+	case reason == ReasonTimeout:
+		m.fallbackTimeout.Add(1)
+	default:
+		m.fallbackNoReplica.Add(1)
+	}
+}
+
+// waitBounds are the histogram's upper bounds.
+var waitBounds = [...]time.Duration{
+	50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second,
+}
+
+// histogram is a fixed-bucket latency histogram of atomics.
+type histogram struct {
+	counts [len(waitBounds) + 1]atomic.Int64 // last: above every bound
+	sum    atomic.Int64
+}
+
+func (h *histogram) observe(d time.Duration) {
+	i := 0
+	for i < len(waitBounds) && d > waitBounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	h.sum.Add(int64(d))
+}
+
+func (h *histogram) snapshot() WaitStats {
+	var ws WaitStats
+	var counts [len(waitBounds) + 1]int64
+	for i := range counts {
+		counts[i] = h.counts[i].Load()
+		ws.Count += counts[i]
+	}
+	ws.Sum = time.Duration(h.sum.Load())
+	var cum int64
+	for i, b := range waitBounds {
+		cum += counts[i]
+		ws.Buckets = append(ws.Buckets, Bucket{UpperBound: b, Count: cum})
+	}
+	ws.P50, ws.P95, ws.P99 = quantile(counts[:], ws.Count, 0.50), quantile(counts[:], ws.Count, 0.95), quantile(counts[:], ws.Count, 0.99)
+	return ws
+}
+
+// quantile returns the upper bound of the bucket holding quantile q (the
+// largest bound for the overflow bucket).
+func quantile(counts []int64, total int64, q float64) time.Duration {
+	if total == 0 {
+		return 0
+	}
+	rank := int64(q*float64(total) + 0.5)
+	rank = max(rank, 1)
+	var cum int64
+	for i, c := range counts {
+		cum += c
+		if cum >= rank {
+			if i < len(waitBounds) {
+				return waitBounds[i]
+			}
+			break
+		}
+	}
+	return waitBounds[len(waitBounds)-1]
+}
