@@ -72,7 +72,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 		if err != nil {
 			return nil, err
 		}
-		n := &node{idx: i, host: h, name: hostName(h), inner: ic, wake: c.mon.poke}
+		n := &node{idx: i, host: h, name: hostName(h), inner: ic, wakeCh: make(chan struct{}, 1)}
 		if n.pool, err = newHostPool(n, ic, &c.cfg); err != nil {
 			return nil, err
 		}
@@ -118,14 +118,10 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 	if t := c.topo.Load(); t.reachable {
 		return nil
 	}
-	// Nobody answered last time: try once more now rather than failing on
-	// a stale view.
-	next := c.mon.nextRound()
-	c.mon.poke()
-	select {
-	case <-next:
-	case <-ctx.Done():
-		return ctx.Err()
+	// Nobody answered last time: ask again now rather than fail on a
+	// stale view.
+	if err := c.mon.refresh(ctx); err != nil {
+		return err
 	}
 	if c.closed.Load() {
 		return ErrClosed

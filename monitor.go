@@ -6,89 +6,138 @@ import (
 	"time"
 )
 
-// monitor polls every node on one goroutine per connector, publishes a new
-// topology after each round, and keeps the pools trimmed.
+// monitor keeps one probing loop per node, so a host that hangs (a
+// black-holed address waiting out its connect timeout) never delays what
+// the others report. After every probe it rebuilds and publishes the
+// topology.
 type monitor struct {
-	c     *Connector
-	wake  chan struct{}
-	ready chan struct{} // closed after the first round
-	round chan struct{} // closed and replaced after every round
-	mu    sync.Mutex
+	c       *Connector
+	ready   chan struct{} // closed once every node answered or failed (see readyGrace)
+	readyMu sync.Once
+	started time.Time
+
+	mu      sync.Mutex    // serialises rebuilds
+	changed chan struct{} // closed and replaced after every rebuild
 }
+
+// readyGrace is how long the first connection waits for slow hosts once a
+// primary is known: a black-holed replica must not hold up start-up for its
+// whole connect timeout.
+const readyGrace = time.Second
+
+// maxProbeBackoff caps how rarely a failing host is probed.
+const maxProbeBackoff = 2 * time.Second
 
 func newMonitor(c *Connector) *monitor {
-	return &monitor{c: c, wake: make(chan struct{}, 1), ready: make(chan struct{}), round: make(chan struct{})}
+	return &monitor{c: c, ready: make(chan struct{}), changed: make(chan struct{})}
 }
 
-// poke asks for an early round without blocking.
-func (m *monitor) poke() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
-
-// nextRound returns a channel closed when the round after now completes.
-func (m *monitor) nextRound() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.round
-}
-
+// run starts one loop per node and returns when ctx ends and all stopped.
 func (m *monitor) run(ctx context.Context) {
-	t := time.NewTicker(m.c.cfg.MonitorInterval)
-	defer t.Stop()
-	first := true
-	for {
-		m.runRound(ctx)
-		if first {
-			close(m.ready)
-			first = false
-		}
-		select {
-		case <-ctx.Done():
-			for _, n := range m.c.nodes {
-				if n.probeConn != nil {
-					n.probeConn.Close()
-					n.probeConn = nil
-				}
-			}
-			return
-		case <-t.C:
-		case <-m.wake:
-		}
-	}
-}
-
-func (m *monitor) runRound(ctx context.Context) {
+	m.started = time.Now()
 	var wg sync.WaitGroup
 	for _, n := range m.c.nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, m.c.cfg.ConnectTimeout)
-			st := m.c.probe(pctx, n)
-			cancel()
-			if ctx.Err() != nil {
-				return
-			}
-			m.c.applyStatus(n, st)
+			m.loop(ctx, n)
 		}()
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		return
+}
+
+func (m *monitor) loop(ctx context.Context, n *node) {
+	defer func() {
+		if n.probeConn != nil {
+			n.probeConn.Close()
+			n.probeConn = nil
+		}
+	}()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, m.c.cfg.ConnectTimeout)
+		st := m.c.probe(pctx, n)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.c.applyStatus(n, st)
+		n.probes.Add(1)
+		m.rebuild()
+		n.pool.reap()
+
+		wait := m.c.cfg.MonitorInterval
+		if n.failures > 1 {
+			// Banned: probe a failing host less often, up to a cap.
+			wait = min(wait<<min(n.failures-1, 10), maxProbeBackoff)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-n.wakeCh:
+			t.Stop()
+		}
 	}
+}
+
+// rebuild publishes a topology from every node's latest status.
+func (m *monitor) rebuild() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	t := buildTopology(m.c.nodes, m.c.cfg.ExcludeSyncStandby)
 	m.c.measureLag(t)
 	m.c.publish(t)
+	close(m.changed)
+	m.changed = make(chan struct{})
+	if m.allProbed() || t.primary != nil && time.Since(m.started) > readyGrace {
+		m.readyMu.Do(func() { close(m.ready) })
+	}
+}
+
+func (m *monitor) allProbed() bool {
 	for _, n := range m.c.nodes {
-		if n.pool != nil {
-			n.pool.reap()
+		if n.probes.Load() == 0 {
+			return false
 		}
 	}
-	m.mu.Lock()
-	close(m.round)
-	m.round = make(chan struct{})
-	m.mu.Unlock()
+	return true
+}
+
+// pokeAll asks every node for an early probe (a write failed: maybe a
+// failover).
+func (m *monitor) pokeAll() {
+	for _, n := range m.c.nodes {
+		n.poke()
+	}
+}
+
+// refresh pokes every node and waits until each has been probed again,
+// so the caller sees a view taken after the call.
+func (m *monitor) refresh(ctx context.Context) error {
+	before := make([]int64, len(m.c.nodes))
+	for i, n := range m.c.nodes {
+		before[i] = n.probes.Load()
+	}
+	m.pokeAll()
+	for {
+		m.mu.Lock()
+		ch := m.changed
+		m.mu.Unlock()
+		done := true
+		for i, n := range m.c.nodes {
+			if n.probes.Load() <= before[i] {
+				done = false
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

@@ -78,8 +78,10 @@ type node struct {
 	// 0 when caught up.
 	lagBytes atomic.Uint64
 	behind   atomic.Int64
-	// wake asks the monitor for an early round.
-	wake func()
+	// wakeCh asks the node's monitor loop for an early probe.
+	wakeCh chan struct{}
+	// probes counts finished probes.
+	probes atomic.Int64
 
 	// Monitor-only state (one goroutine).
 	probeConn driver.Conn
@@ -96,11 +98,17 @@ func (n *node) observeReplay(l LSN) {
 	}
 }
 
-// markSuspect records a hot-path failure and wakes the monitor.
+// markSuspect records a hot-path failure and asks for a probe now.
 func (n *node) markSuspect(error) {
 	n.suspect.Store(true)
-	if n.wake != nil {
-		n.wake()
+	n.poke()
+}
+
+// poke asks for an early probe without blocking.
+func (n *node) poke() {
+	select {
+	case n.wakeCh <- struct{}{}:
+	default:
 	}
 }
 

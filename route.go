@@ -369,9 +369,10 @@ func (c *Connector) writeFailed(n *node, err error) error {
 	}
 	switch {
 	case sqlState(err) == stateReadOnlyTx:
-		n.markSuspect(err)
+		c.mon.pokeAll() // the primary was demoted: find the new one
 	case isConnLost(err):
-		n.markSuspect(err)
+		n.suspect.Store(true)
+		c.mon.pokeAll()
 		if !errors.Is(err, driver.ErrBadConn) {
 			return fmt.Errorf("%w: %w", ErrWriteOutcomeUnknown, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +22,15 @@ type mockCluster struct {
 	db    *sql.DB
 	c     *Connector
 	mocks []sqlmock.Sqlmock
+	mu    sync.Mutex // guards roles and lsns, read by the monitor
 	roles []role
 	lsns  []LSN
+}
+
+func (mc *mockCluster) set(i int, r role, lsn LSN) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	mc.roles[i], mc.lsns[i] = r, lsn
 }
 
 type mockConnector struct {
@@ -64,6 +72,8 @@ func newMockCluster(t *testing.T, replicas int, tweak func(*Config)) *mockCluste
 		t.Fatal(err)
 	}
 	c.probe = func(_ context.Context, n *node) *nodeStatus {
+		mc.mu.Lock()
+		defer mc.mu.Unlock()
 		return &nodeStatus{role: mc.roles[n.idx], lsn: mc.lsns[n.idx], timeline: 1, sysid: 42, at: time.Now()}
 	}
 	mc.c = c
@@ -84,9 +94,9 @@ func (mc *mockCluster) refresh() {
 	if err := mc.db.Ping(); err != nil && !errors.Is(err, ErrNoPrimary) && !errors.Is(err, ErrSplitBrain) {
 		mc.t.Fatal(err)
 	}
-	next := mc.c.mon.nextRound()
-	mc.c.mon.poke()
-	<-next
+	if err := mc.c.mon.refresh(context.Background()); err != nil {
+		mc.t.Fatal(err)
+	}
 }
 
 func (mc *mockCluster) expectLSNCapture(node int, lsn string) {
@@ -184,7 +194,7 @@ func TestRouteTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// read-only: a replica (known to have replayed 0/600 after a round)
-	mc.lsns[1] = 0x600
+	mc.set(1, roleReplica, 0x600)
 	mc.refresh()
 	mc.mocks[1].ExpectBegin()
 	mc.mocks[1].ExpectQuery("SELECT 1").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(1))
@@ -230,7 +240,7 @@ func TestRouteProcessReadYourWrites(t *testing.T) {
 	}
 	// Once the replica is known to have replayed the write, the read goes
 	// there with no extra round trip.
-	mc.lsns[1] = 0x900
+	mc.set(1, roleReplica, 0x900)
 	mc.refresh()
 	mc.mocks[1] = freshMock(t, mc, 1)
 	mc.mocks[1].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
@@ -251,7 +261,7 @@ func (l *lenientMock) ExpectationsWereMet() error { return nil }
 
 func TestRouteNoPrimaryAndSplitBrain(t *testing.T) {
 	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
-	mc.roles[0] = roleReplica
+	mc.set(0, roleReplica, 0x100)
 	mc.refresh()
 	if _, err := mc.db.Exec("INSERT INTO t VALUES (1)"); !errors.Is(err, ErrNoPrimary) {
 		t.Fatalf("got %v, want ErrNoPrimary", err)
@@ -267,7 +277,8 @@ func TestRouteNoPrimaryAndSplitBrain(t *testing.T) {
 	mc.mocks[0] = &lenientMock{mc.mocks[0]}
 	mc.mocks[1] = &lenientMock{mc.mocks[1]}
 
-	mc.roles[0], mc.roles[1] = rolePrimary, rolePrimary
+	mc.set(0, rolePrimary, 0x100)
+	mc.set(1, rolePrimary, 0x100)
 	mc.refresh()
 	if _, err := mc.db.Exec("INSERT INTO t VALUES (1)"); !errors.Is(err, ErrSplitBrain) {
 		t.Fatalf("got %v, want ErrSplitBrain", err)
