@@ -27,6 +27,9 @@ var (
 	// position (or staleness bound) in time and the fallback policy forbade
 	// the primary. The wrapping error says why (timeout, none healthy, ...).
 	ErrNoFreshReplica = errors.New("pgreplica: no replica fresh enough")
+	// ErrFallbackLimit reports a read that had to fall back to the primary
+	// while Config.MaxPrimaryFallbacks reads already did.
+	ErrFallbackLimit = errors.New("pgreplica: too many reads falling back to the primary")
 	// ErrBadToken reports a consistency token that is garbled, oversized, of
 	// an unknown version, forged or expired.
 	ErrBadToken = errors.New("pgreplica: bad token")

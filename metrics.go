@@ -14,7 +14,7 @@ type metrics struct {
 	tokenedReads, tokenedFallbacks            atomic.Int64
 	lsnCaptures                               atomic.Int64
 	conflictRetries, readOnlyRetries          atomic.Int64
-	connLostRetries                           atomic.Int64
+	connLostRetries, fallbackRejected         atomic.Int64
 	wait                                      histogram
 }
 
@@ -33,6 +33,8 @@ type Stats struct {
 	// (ReasonTimeout, ReasonNoReplica); FailedReads those that returned
 	// ErrNoFreshReplica instead (FallbackError).
 	Fallbacks, FailedReads map[string]int64
+	// FallbackRejected counts reads refused with ErrFallbackLimit.
+	FallbackRejected int64
 	// TokenedReads are reads with a position requirement (session, token,
 	// process watermark); TokenedFallbackRatio is the share of them that
 	// fell back or failed: the earliest warning of replica degradation.
@@ -76,6 +78,7 @@ func (c *Connector) Stats() Stats {
 		Fallbacks:        map[string]int64{ReasonTimeout: m.fallbackTimeout.Load(), ReasonNoReplica: m.fallbackNoReplica.Load()},
 		FailedReads:      map[string]int64{ReasonTimeout: m.failedTimeout.Load(), ReasonNoReplica: m.failedNoReplica.Load()},
 		TokenedReads:     m.tokenedReads.Load(),
+		FallbackRejected: m.fallbackRejected.Load(),
 		TokenedFallbacks: m.tokenedFallbacks.Load(),
 		Wait:             m.wait.snapshot(),
 		LSNCaptures:      m.lsnCaptures.Load(),

@@ -153,10 +153,8 @@ func (c *Connector) releasingRows(rows driver.Rows, res *puddle.Resource[*physic
 // slots while it runs.
 func (c *Connector) queryPrimary(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue, fallback bool) (driver.Rows, error) {
 	if fallback {
-		select {
-		case c.fallbackSlots <- struct{}{}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := c.takeFallbackSlot(ctx); err != nil {
+			return nil, err
 		}
 	}
 	freeSlot := func() {
@@ -378,4 +376,27 @@ func (c *Connector) writeFailed(n *node, err error) error {
 		}
 	}
 	return err
+}
+
+// takeFallbackSlot bounds concurrent fallback reads on the primary: when
+// every replica lags in a write burst, sending all reads to the primary at
+// once can take it down exactly when it is busiest. A read waits up to the
+// wait budget for a slot, then fails with ErrFallbackLimit.
+func (c *Connector) takeFallbackSlot(ctx context.Context) error {
+	select {
+	case c.fallbackSlots <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(c.cfg.WaitBudget)
+	defer t.Stop()
+	select {
+	case c.fallbackSlots <- struct{}{}:
+		return nil
+	case <-t.C:
+		c.metrics.fallbackRejected.Add(1)
+		return fmt.Errorf("%w: %d reads already fell back to the primary", ErrFallbackLimit, cap(c.fallbackSlots))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
