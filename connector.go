@@ -158,7 +158,8 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 	}
 }
 
-// measureLag records the primary's position and each replica's lag.
+// measureLag records the primary's position and each replica's lag as of
+// the replica's own last sample.
 func (c *Connector) measureLag(t *topology) {
 	if t.primary == nil {
 		return
@@ -166,16 +167,17 @@ func (c *Connector) measureLag(t *topology) {
 	pst := t.primary.status.Load()
 	c.primaryLSNs.add(pst.at, pst.lsn)
 	for _, n := range t.replicas {
-		replay := LSN(n.replay.Load())
-		if replay >= pst.lsn {
-			n.lagBytes.Store(0)
-			n.behind.Store(0)
-			continue
+		st := n.status.Load()
+		var lagBytes uint64
+		var lag time.Duration
+		if st.lsn < pst.lsn {
+			lagBytes = uint64(pst.lsn - st.lsn)
 		}
-		n.lagBytes.Store(uint64(pst.lsn - replay))
-		if at := c.primaryLSNs.passedAt(replay); !at.IsZero() {
-			n.behind.Store(at.UnixNano())
+		if at, ok := c.primaryLSNs.passedAt(st.lsn); ok {
+			lag = max(st.at.Sub(at), 0)
 		}
+		n.lagBytes.Store(lagBytes)
+		n.lag.Store(int64(lag))
 	}
 }
 

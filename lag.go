@@ -6,13 +6,14 @@ import (
 )
 
 // lagTracker keeps the monitor's recent samples of the primary's WAL
-// position. A replica's time lag is how long ago the primary passed the
-// replica's replay position: no clock sync between hosts is needed, it does
-// not grow on an idle primary (nothing passes the replica), and it keeps
-// growing for a paused or disconnected replica while writes continue.
+// position. A replica's time lag is how long before the replica's own
+// sample the primary passed the position the replica had replayed: no
+// clock sync between hosts is needed, it stays 0 on an idle primary
+// (nothing passes the replica), and it keeps growing for a paused or
+// disconnected replica while writes continue.
 type lagTracker struct {
 	mu      sync.Mutex
-	samples [256]lsnSample // ring, oldest overwritten
+	samples [1024]lsnSample // ring, oldest overwritten: ≥ 4 min at 250ms
 	next    int
 	count   int
 }
@@ -22,27 +23,37 @@ type lsnSample struct {
 	lsn LSN
 }
 
+// add records a primary sample; the same sample twice is kept once.
 func (l *lagTracker) add(at time.Time, lsn LSN) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.count > 0 && !at.After(l.samples[(l.next-1+len(l.samples))%len(l.samples)].at) {
+		return
+	}
 	l.samples[l.next] = lsnSample{at, lsn}
 	l.next = (l.next + 1) % len(l.samples)
 	l.count = min(l.count+1, len(l.samples))
 }
 
-// passedAt returns when the primary was first seen past replay (the zero
-// time when it has not passed it). When every kept sample is past replay,
-// the oldest sample's time is a lower bound on the lag.
-func (l *lagTracker) passedAt(replay LSN) time.Time {
+// passedAt estimates when the primary's position went past replay,
+// interpolating between the last sample at or below it and the first one
+// above it. ok is false when the primary has not passed it. When every kept
+// sample is past replay, the oldest sample's time is the estimate (a lower
+// bound on the lag).
+func (l *lagTracker) passedAt(replay LSN) (at time.Time, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var at time.Time
+	var after lsnSample // the oldest sample seen so far above replay
 	for i := 0; i < l.count; i++ {
-		s := l.samples[(l.next-1-i+len(l.samples))%len(l.samples)]
+		s := l.samples[(l.next-1-i+2*len(l.samples))%len(l.samples)]
 		if s.lsn <= replay {
-			break
+			if !ok {
+				return time.Time{}, false
+			}
+			frac := float64(replay-s.lsn) / float64(after.lsn-s.lsn)
+			return s.at.Add(time.Duration(frac * float64(after.at.Sub(s.at)))), true
 		}
-		at = s.at
+		after, ok = s, true
 	}
-	return at
+	return after.at, ok
 }

@@ -73,11 +73,10 @@ type node struct {
 	inflight atomic.Int64
 	// rtt is the EWMA of probe round trips, in nanoseconds.
 	rtt atomic.Int64
-	// lagBytes is primary LSN minus replay LSN at the last round; behind
-	// is when (unix ns) the primary passed this replica's replay position,
-	// 0 when caught up.
+	// lagBytes is the primary's position minus this replica's replay
+	// position; lag is the time lag (ns) as of the replica's last sample.
 	lagBytes atomic.Uint64
-	behind   atomic.Int64
+	lag      atomic.Int64
 	// wakeCh asks the node's monitor loop for an early probe.
 	wakeCh chan struct{}
 	// probes counts finished probes.
@@ -250,11 +249,6 @@ func (n *node) observeRTT(d time.Duration) {
 	n.rtt.Store(int64(0.8*float64(old) + 0.2*float64(d)))
 }
 
-// lagTime returns how far behind the primary this replica is, in time.
-func (n *node) lagTime(now time.Time) time.Duration {
-	b := n.behind.Load()
-	if b == 0 {
-		return 0
-	}
-	return now.Sub(time.Unix(0, b))
-}
+// lagTime returns how far behind the primary this replica was, in time,
+// at its last probe.
+func (n *node) lagTime() time.Duration { return time.Duration(n.lag.Load()) }

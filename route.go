@@ -219,7 +219,7 @@ func (c *Connector) acquireReplica(ctx context.Context, t *topology, pl readPlan
 		}
 		switch pl.kind {
 		case readStaleness:
-			return n.lagTime(now) <= pl.stale
+			return n.lagTime() <= pl.stale
 		case readPosition:
 			return true
 		}
@@ -306,7 +306,7 @@ func (c *Connector) withinLagBounds(n *node, now time.Time) bool {
 	if c.cfg.MaxLagBytes > 0 && n.lagBytes.Load() > c.cfg.MaxLagBytes {
 		return false
 	}
-	return c.cfg.MaxLag <= 0 || n.lagTime(now) <= c.cfg.MaxLag
+	return c.cfg.MaxLag <= 0 || n.lagTime() <= c.cfg.MaxLag
 }
 
 func noReplicaError(t *topology) error {

@@ -66,7 +66,7 @@ func (c *Connector) Nodes() []NodeStatus {
 		if st != nil && st.role == roleReplica {
 			ns.LSN = max(ns.LSN, LSN(n.replay.Load()))
 			ns.LagBytes = n.lagBytes.Load()
-			ns.LagTime = n.lagTime(now)
+			ns.LagTime = n.lagTime()
 		}
 		why := t.excluded(n, c.cfg.ExcludeSyncStandby)
 		if why == "" {
@@ -94,8 +94,8 @@ func (c *Connector) readBlocker(n *node, now time.Time) string {
 		return "suspect: a query failed on it; waiting for the next probe"
 	case c.cfg.MaxLagBytes > 0 && n.lagBytes.Load() > c.cfg.MaxLagBytes:
 		return fmt.Sprintf("lag %d bytes > pgreplica_max_lag_bytes %d", n.lagBytes.Load(), c.cfg.MaxLagBytes)
-	case c.cfg.MaxLag > 0 && n.lagTime(now) > c.cfg.MaxLag:
-		return fmt.Sprintf("lag %v > pgreplica_max_lag %v", n.lagTime(now).Round(time.Millisecond), c.cfg.MaxLag)
+	case c.cfg.MaxLag > 0 && n.lagTime() > c.cfg.MaxLag:
+		return fmt.Sprintf("lag %v > pgreplica_max_lag %v", n.lagTime().Round(time.Millisecond), c.cfg.MaxLag)
 	}
 	return ""
 }

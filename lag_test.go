@@ -1,0 +1,42 @@
+package pgreplica
+
+import (
+	"testing"
+	"time"
+)
+
+func TestLagTrackerPassedAt(t *testing.T) {
+	var l lagTracker
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	if _, ok := l.passedAt(10); ok {
+		t.Fatal("no samples: nothing passed")
+	}
+	l.add(ms(0), 100)
+	l.add(ms(250), 200)
+	l.add(ms(250), 999) // same instant: ignored
+	l.add(ms(500), 300)
+	for _, tc := range []struct {
+		replay LSN
+		want   time.Time
+		ok     bool
+	}{
+		{300, time.Time{}, false}, // caught up
+		{400, time.Time{}, false}, // ahead of the last sample
+		{250, ms(375), true},      // interpolated
+		{200, ms(250), true},
+		{150, ms(125), true},
+		{50, ms(0), true}, // behind every sample: the oldest is a lower bound
+	} {
+		got, ok := l.passedAt(tc.replay)
+		if ok != tc.ok || !got.Equal(tc.want) {
+			t.Errorf("passedAt(%d) = %v, %v; want %v, %v", tc.replay, got.Sub(t0), ok, tc.want.Sub(t0), tc.ok)
+		}
+	}
+	// An idle primary: the position stops moving, a caught-up replica
+	// has no lag however long it stays idle.
+	l.add(ms(60_000), 300)
+	if _, ok := l.passedAt(300); ok {
+		t.Error("idle primary: a caught-up replica must show no lag")
+	}
+}
