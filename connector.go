@@ -32,7 +32,7 @@ type Connector struct {
 	processLSN atomic.Uint64
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
-	metrics metrics
+	metrics     metrics
 	// fallbackSlots bounds concurrent reads that fell back to the primary.
 	fallbackSlots chan struct{}
 
