@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/puddle/v2"
@@ -81,6 +82,7 @@ func (c *Connector) routeQuery(ctx context.Context, query string, cls stmtClass,
 			if pl.fallback == FallbackError || ctx.Err() != nil {
 				return nil, err
 			}
+			c.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", err)
 			c.metrics.fallbackReads.Add(1)
 			return c.queryPrimary(ctx, query, cls, args, true)
 		}
@@ -91,6 +93,7 @@ func (c *Connector) routeQuery(ctx context.Context, query string, cls stmtClass,
 			// this replica was known to have replayed before the read.
 			pl.session.advance(known, t.timeline(), t.sysid())
 			c.metrics.replicaReads.Add(1)
+			c.debugRoute(ctx, p.node, "replica", pl, known)
 			return c.releasingRows(rows, res), nil
 		}
 		p.node.inflight.Add(-1)
@@ -398,5 +401,12 @@ func (c *Connector) takeFallbackSlot(ctx context.Context) error {
 		return fmt.Errorf("%w: %d reads already fell back to the primary", ErrFallbackLimit, cap(c.fallbackSlots))
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// debugRoute logs one read's route at Debug level (never the arguments).
+func (c *Connector) debugRoute(ctx context.Context, n *node, route string, pl readPlan, known LSN) {
+	if c.log.Enabled(ctx, slog.LevelDebug) {
+		c.log.DebugContext(ctx, "pgreplica: read", "host", n.name, "route", route, "need", pl.need, "replayed", known)
 	}
 }
