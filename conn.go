@@ -50,6 +50,9 @@ func (cn *conn) QueryContext(ctx context.Context, query string, args []driver.Na
 }
 
 func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue) (driver.Result, error) {
+	if cn.closed {
+		return nil, driver.ErrBadConn
+	}
 	if res := cn.sticky(); res != nil {
 		return cn.execOn(ctx, res.Value(), query, cls, args)
 	}
@@ -85,6 +88,9 @@ func (cn *conn) execOn(ctx context.Context, p *physical, query string, cls stmtC
 }
 
 func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue) (driver.Rows, error) {
+	if cn.closed {
+		return nil, driver.ErrBadConn
+	}
 	if res := cn.sticky(); res != nil {
 		return cn.queryOn(ctx, res.Value(), query, cls, args)
 	}

@@ -254,10 +254,12 @@ func (c *Connector) awaitReplica(ctx context.Context, pl readPlan, usable eligib
 	var best LSN
 	for {
 		t := c.topo.Load()
+		candidates := 0
 		for _, n := range t.replicas {
 			if !usable(n) {
 				continue
 			}
+			candidates++
 			res, err := n.pool.acquire(wctx)
 			if err != nil {
 				continue
@@ -275,6 +277,9 @@ func (c *Connector) awaitReplica(ctx context.Context, pl readPlan, usable eligib
 		}
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()
+		}
+		if candidates == 0 {
+			return nil, 0, noReplicaError(t)
 		}
 		if time.Until(deadline) < backoff {
 			return nil, 0, &NoFreshReplicaError{Reason: ReasonTimeout,
