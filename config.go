@@ -69,6 +69,9 @@ type Config struct {
 	// Fallback says what a read does when no replica qualifies in time;
 	// default FallbackPrimary.
 	Fallback Fallback
+	// StaleFallbackLag bounds the lag of replicas FallbackStale may use; 0
+	// means any healthy replica.
+	StaleFallbackLag time.Duration
 	// MaxPrimaryFallbacks bounds concurrent reads that fell back to the
 	// primary; default 0 means MaxConnsPerHost/2 (at least 1).
 	MaxPrimaryFallbacks int
@@ -136,6 +139,12 @@ const (
 	// FallbackError returns an error wrapping ErrNoFreshReplica and never
 	// loads the primary ("replica only").
 	FallbackError
+	// FallbackStale lets a read without a position requirement (eventual,
+	// staleness, or a process default with nothing written) use a replica
+	// beyond the lag bounds, up to Config.StaleFallbackLag, instead of the
+	// primary. A read that needs a position still falls back to the
+	// primary: staleness there would break read-your-writes.
+	FallbackStale
 )
 
 // Policy picks one replica among those eligible for a read.

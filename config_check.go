@@ -115,8 +115,11 @@ func (c Config) validate() error {
 	if c.DefaultConsistency < ConsistencyProcess || c.DefaultConsistency > ConsistencyPrimary {
 		return errBadConfigf("DefaultConsistency is %d; want ConsistencyProcess, ConsistencyEventual or ConsistencyPrimary", int(c.DefaultConsistency))
 	}
-	if c.Fallback < FallbackDefault || c.Fallback > FallbackError {
-		return errBadConfigf("Fallback is %d; want FallbackDefault, FallbackPrimary or FallbackError", int(c.Fallback))
+	if c.Fallback < FallbackDefault || c.Fallback > FallbackStale {
+		return errBadConfigf("Fallback is %d; want FallbackDefault, FallbackPrimary, FallbackError or FallbackStale", int(c.Fallback))
+	}
+	if c.StaleFallbackLag < 0 {
+		return errBadConfigf("StaleFallbackLag is negative")
 	}
 	if c.Policy < PolicyRoundRobin || c.Policy > PolicyLatency {
 		return errBadConfigf("Policy is %d; want PolicyRoundRobin, PolicyRandom, PolicyLeastLag or PolicyLatency", int(c.Policy))

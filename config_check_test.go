@@ -115,7 +115,7 @@ func TestValidate(t *testing.T) {
 		{"negative max lag", ok(func(c *Config) { c.MaxLag = -1 }), ErrBadConfig, "MaxLag"},
 		{"consistency out of range", ok(func(c *Config) { c.DefaultConsistency = 3 }), ErrBadConfig, "DefaultConsistency"},
 		{"consistency negative", ok(func(c *Config) { c.DefaultConsistency = -1 }), ErrBadConfig, "DefaultConsistency"},
-		{"fallback out of range", ok(func(c *Config) { c.Fallback = 3 }), ErrBadConfig, "Fallback"},
+		{"fallback out of range", ok(func(c *Config) { c.Fallback = FallbackStale + 1 }), ErrBadConfig, "Fallback"},
 		{"policy out of range", ok(func(c *Config) { c.Policy = 4 }), ErrBadConfig, "Policy"},
 		{"nul in password", ok(func(c *Config) { c.Password = "s3cr3t\x00" }), ErrBadConfig, "Password contains a NUL"},
 		{"nul in user", ok(func(c *Config) { c.User = "a\x00" }), ErrBadConfig, "User"},

@@ -65,7 +65,8 @@ import (
 //	pgreplica_monitor_interval       topology poll interval, > 0 (default 250ms)
 //	pgreplica_default                consistency without a requirement in ctx: process (default), eventual or primary
 //	pgreplica_wait_budget            longest wait for a fresh replica, > 0 (default 150ms)
-//	pgreplica_fallback               when no replica qualifies: primary (default) or error
+//	pgreplica_fallback               when no replica qualifies: primary (default), error, or stale (untokened reads only)
+//	pgreplica_stale_fallback_lag     lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)
 //	pgreplica_max_primary_fallbacks  concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))
 //	pgreplica_policy                 replica choice: round_robin (default), random, least_lag or latency
 //	pgreplica_zone                   the client's zone; replicas in it are preferred
@@ -714,7 +715,8 @@ var dsnOptions = []dsnOption{
 	{"pgreplica_monitor_interval", "topology poll interval, > 0 (default 250ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.MonitorInterval, durPositive} }},
 	{"pgreplica_default", "consistency without a requirement in ctx: process (default), eventual or primary", func(c *Config) dsnOptValue { return dsnEnum(&c.DefaultConsistency, consistencyNames) }},
 	{"pgreplica_wait_budget", "longest wait for a fresh replica, > 0 (default 150ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.WaitBudget, durPositive} }},
-	{"pgreplica_fallback", "when no replica qualifies: primary (default) or error", func(c *Config) dsnOptValue { return dsnEnum(&c.Fallback, fallbackNames) }},
+	{"pgreplica_fallback", "when no replica qualifies: primary (default), error, or stale (untokened reads only)", func(c *Config) dsnOptValue { return dsnEnum(&c.Fallback, fallbackNames) }},
+	{"pgreplica_stale_fallback_lag", "lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.StaleFallbackLag, durNonNegative} }},
 	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))", func(c *Config) dsnOptValue { return dsnIntOpt{&c.MaxPrimaryFallbacks, 0} }},
 	{"pgreplica_policy", "replica choice: round_robin (default), random, least_lag or latency", func(c *Config) dsnOptValue { return dsnEnum(&c.Policy, policyNames) }},
 	{"pgreplica_zone", "the client's zone; replicas in it are preferred", func(c *Config) dsnOptValue { return dsnStringOpt{&c.Zone} }},
@@ -741,7 +743,7 @@ type dsnEnumName[T comparable] struct {
 var (
 	driverNames      = []dsnEnumName[InnerDriver]{{"pgx", DriverPgx}, {"pq", DriverPq}}
 	consistencyNames = []dsnEnumName[Consistency]{{"process", ConsistencyProcess}, {"eventual", ConsistencyEventual}, {"primary", ConsistencyPrimary}}
-	fallbackNames    = []dsnEnumName[Fallback]{{"primary", FallbackPrimary}, {"error", FallbackError}}
+	fallbackNames    = []dsnEnumName[Fallback]{{"primary", FallbackPrimary}, {"error", FallbackError}, {"stale", FallbackStale}}
 	policyNames      = []dsnEnumName[Policy]{{"round_robin", PolicyRoundRobin}, {"random", PolicyRandom}, {"least_lag", PolicyLeastLag}, {"latency", PolicyLatency}}
 )
 

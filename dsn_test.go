@@ -157,6 +157,8 @@ var dsnCases = []dsnCase{
 	{name: "opt zones url", dsn: "postgres://h1,h2/db?pgreplica_zones=z1,z2", check: dsnField(func(c Config) []Host { return c.Hosts }, []Host{dsnHostZ("h1", 5432, "z1"), dsnHostZ("h2", 5432, "z2")})},
 	{name: "opt max_lag_bytes plain", dsn: "host=h pgreplica_max_lag_bytes=1048576", check: dsnField(func(c Config) uint64 { return c.MaxLagBytes }, 1<<20)},
 	{name: "opt max_lag_bytes kB", dsn: "host=h pgreplica_max_lag_bytes=64kB", check: dsnField(func(c Config) uint64 { return c.MaxLagBytes }, 64<<10)},
+	{name: "opt fallback stale", dsn: "host=h pgreplica_fallback=stale pgreplica_stale_fallback_lag=10s", check: dsnField(func(c Config) time.Duration { return c.StaleFallbackLag }, 10*time.Second)},
+	{name: "bad stale_fallback_lag", dsn: "host=h pgreplica_stale_fallback_lag=-1s", err: ErrBadDSN, errHas: []string{"pgreplica_stale_fallback_lag", `"-1s"`}},
 	{name: "opt max_lag zero", dsn: "host=h pgreplica_max_lag=0", check: dsnField(func(c Config) time.Duration { return c.MaxLag }, 0)},
 	{name: "opt exclude_sync_standby false", dsn: "host=h pgreplica_exclude_sync_standby=false", check: dsnField(func(c Config) bool { return c.ExcludeSyncStandby }, false)},
 	{name: "opt exclude_sync_standby true", dsn: "host=h pgreplica_exclude_sync_standby=TRUE", check: dsnField(func(c Config) bool { return c.ExcludeSyncStandby }, true)},
@@ -599,7 +601,7 @@ func checkParsedDSN(t *testing.T, c Config) {
 		one.Driver, one.MaxConnsPerHost, one.ConnMaxIdleTime, one.ConnMaxLifetime = "", 0, 0, 0
 		one.HealthCheckAfter, one.ConnectTimeout, one.MonitorInterval, one.DefaultConsistency = 0, 0, 0, 0
 		one.WaitBudget, one.Fallback, one.MaxPrimaryFallbacks, one.Policy, one.Zone = 0, 0, 0, 0, ""
-		one.MaxLagBytes, one.MaxLag, one.ExcludeSyncStandby = 0, 0, false
+		one.MaxLagBytes, one.MaxLag, one.ExcludeSyncStandby, one.StaleFallbackLag = 0, 0, false, 0
 		back, err := ParseDSN(c.hostDSN(h))
 		if err != nil {
 			t.Fatalf("ParseDSN(hostDSN %q): %v", c.hostDSN(h), err)

@@ -15,6 +15,7 @@ type metrics struct {
 	lsnCaptures                               atomic.Int64
 	conflictRetries, readOnlyRetries          atomic.Int64
 	connLostRetries, fallbackRejected         atomic.Int64
+	staleReads                                atomic.Int64
 	wait                                      histogram
 }
 
@@ -33,8 +34,9 @@ type Stats struct {
 	// (ReasonTimeout, ReasonNoReplica); FailedReads those that returned
 	// ErrNoFreshReplica instead (FallbackError).
 	Fallbacks, FailedReads map[string]int64
-	// FallbackRejected counts reads refused with ErrFallbackLimit.
-	FallbackRejected int64
+	// FallbackRejected counts reads refused with ErrFallbackLimit;
+	// StaleReads those FallbackStale served beyond the lag bounds.
+	FallbackRejected, StaleReads int64
 	// TokenedReads are reads with a position requirement (session, token,
 	// process watermark); TokenedFallbackRatio is the share of them that
 	// fell back or failed: the earliest warning of replica degradation.
@@ -79,6 +81,7 @@ func (c *Connector) Stats() Stats {
 		FailedReads:      map[string]int64{ReasonTimeout: m.failedTimeout.Load(), ReasonNoReplica: m.failedNoReplica.Load()},
 		TokenedReads:     m.tokenedReads.Load(),
 		FallbackRejected: m.fallbackRejected.Load(),
+		StaleReads:       m.staleReads.Load(),
 		TokenedFallbacks: m.tokenedFallbacks.Load(),
 		Wait:             m.wait.snapshot(),
 		LSNCaptures:      m.lsnCaptures.Load(),

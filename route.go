@@ -236,6 +236,18 @@ func (c *Connector) acquireReplica(ctx context.Context, t *topology, pl readPlan
 		}
 	}
 	if pl.kind != readPosition || pl.need == 0 {
+		if pl.fallback == FallbackStale {
+			// Accept a stale replica rather than load the primary.
+			stale := func(n *node) bool {
+				return n != exclude && !n.suspect.Load() && (c.cfg.StaleFallbackLag <= 0 || n.lagTime() <= c.cfg.StaleFallbackLag)
+			}
+			if n := c.pickReplica(t, stale); n != nil {
+				if res, err := n.pool.acquire(ctx); err == nil {
+					c.metrics.staleReads.Add(1)
+					return res, LSN(n.replay.Load()), nil
+				}
+			}
+		}
 		return nil, 0, noReplicaError(t)
 	}
 	return c.awaitReplica(ctx, pl, usable)
