@@ -135,22 +135,33 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 // applyStatus records a probe result and logs what changed.
 func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 	prev := n.status.Load()
-	n.status.Store(st)
 	if st.err != nil {
 		n.failures++
+		if prev != nil {
+			// Keep the last known role and position for status and
+			// metrics ("the primary is down"); the error keeps the node
+			// out of routing.
+			st.role, st.timeline, st.sysid, st.lsn = prev.role, prev.timeline, prev.sysid, prev.lsn
+		}
+		n.status.Store(st)
+		// A server that comes back may have replayed less than before
+		// (crash recovery): forget what we knew.
+		n.replay.Store(0)
 		if prev == nil || prev.err == nil {
 			c.log.Warn("pgreplica: host unreachable", "host", n.name, "err", st.err)
 		}
 		return
 	}
+	n.status.Store(st)
 	n.failures = 0
 	n.suspect.Store(false)
 	n.observeRTT(st.rtt)
-	if prev == nil || prev.role != st.role || prev.timeline != st.timeline {
+	switch {
+	case prev == nil || prev.role != st.role || prev.timeline != st.timeline:
 		// A new role or timeline invalidates what we knew about replay.
 		n.replay.Store(0)
 		c.log.Info("pgreplica: host role", "host", n.name, "role", st.role.String(), "timeline", st.timeline)
-	} else if prev.err != nil {
+	case prev.err != nil:
 		c.log.Info("pgreplica: host back", "host", n.name, "role", st.role.String())
 	}
 	if st.role == roleReplica {

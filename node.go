@@ -20,14 +20,21 @@ const (
 	roleReplica
 )
 
+// Roles as NodeStatus.Role reports them.
+const (
+	RolePrimary = "primary"
+	RoleReplica = "replica"
+	RoleUnknown = "unknown" // never answered
+)
+
 func (r role) String() string {
 	switch r {
 	case rolePrimary:
-		return "primary"
+		return RolePrimary
 	case roleReplica:
-		return "replica"
+		return RoleReplica
 	}
-	return "unknown"
+	return RoleUnknown
 }
 
 // nodeStatus is one probe's answer, published immutably.

@@ -13,7 +13,8 @@ import (
 type NodeStatus struct {
 	Addr string // host:port
 	Zone string
-	// Role is "primary", "replica" or "unknown" (never answered).
+	// Role is RolePrimary, RoleReplica or RoleUnknown; a host that stopped
+	// answering keeps its last known role, with Err set.
 	Role string
 	// Err is the last probe error; nil when the host answered.
 	Err      error
