@@ -89,12 +89,10 @@ func (c *Connector) routeQuery(ctx context.Context, query string, cls stmtClass,
 		p := res.Value()
 		rows, err := c.runOn(ctx, p, query, args)
 		if err == nil {
-			// Monotonic reads: the session never goes back before what
-			// this replica was known to have replayed before the read.
 			pl.session.advance(known, t.timeline(), t.sysid())
 			c.metrics.replicaReads.Add(1)
 			c.debugRoute(ctx, p.node, "replica", pl, known)
-			return c.releasingRows(rows, res), nil
+			return c.releasingRows(ctx, rows, res, pl.session), nil
 		}
 		p.node.inflight.Add(-1)
 		switch {
@@ -143,12 +141,34 @@ func (c *Connector) runOn(ctx context.Context, p *physical, query string, args [
 	return queryInner(ctx, p.conn, query, args)
 }
 
-func (c *Connector) releasingRows(rows driver.Rows, res *puddle.Resource[*physical]) driver.Rows {
+func (c *Connector) releasingRows(ctx context.Context, rows driver.Rows, res *puddle.Resource[*physical], sess *Session) driver.Rows {
 	p := res.Value()
 	return &routedRows{Rows: rows, onClose: func(err error) {
+		if err == nil && sess != nil {
+			err = c.advanceAfterRead(ctx, p, sess)
+		}
 		p.node.inflight.Add(-1)
 		p.node.pool.release(res, err)
 	}}
+}
+
+// advanceAfterRead gives a session monotonic reads. PostgreSQL does not
+// say which WAL position a replica's snapshot reflects, so the replay
+// position read on the same connection after the read is the bound: the
+// snapshot is at or before it. Raising the session to what the replica was
+// known to have *before* the read is not enough: the read may have seen
+// more, and a later read on a replica between the two would go back in
+// time. This costs one small round trip per replica read made with a
+// Session (not for tokens, the process default or eventual reads).
+func (c *Connector) advanceAfterRead(ctx context.Context, p *physical, sess *Session) error {
+	replay, err := currentReplay(context.WithoutCancel(ctx), p)
+	if err != nil {
+		return err
+	}
+	p.node.observeReplay(replay)
+	t := c.topo.Load()
+	sess.advance(replay, t.timeline(), t.sysid())
+	return nil
 }
 
 // queryPrimary runs a query on the primary; a write's LSN is captured when

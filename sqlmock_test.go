@@ -329,3 +329,22 @@ func TestRouteReplicaOnlyFails(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoFreshReplica", err)
 	}
 }
+
+// TestRouteSessionReadAdvancesPastTheSnapshot: after a replica read with a
+// Session, the session rises to the replica's replay position read after
+// the query (the bound on the snapshot the read used), not only to what
+// was cached before it.
+func TestRouteSessionReadAdvancesPastTheSnapshot(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	sess := NewSession()
+	ctx := WithSession(context.Background(), sess)
+	mc.mocks[1].ExpectQuery("SELECT v FROM t").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(1))
+	mc.mocks[1].ExpectQuery(replaySQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow("0/7000"))
+	var v int
+	if err := mc.db.QueryRowContext(ctx, "SELECT v FROM t").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if sess.LSN() != 0x7000 {
+		t.Fatalf("session at %s after the read, want 0/7000 (replay after the read)", sess.LSN())
+	}
+}

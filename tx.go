@@ -93,7 +93,7 @@ func (t *tx) Commit() error {
 	} else {
 		err = t.inner.Commit()
 	}
-	t.release(err)
+	t.release(t.afterReplicaTx(err))
 	return err
 }
 
@@ -102,8 +102,20 @@ func (t *tx) Rollback() error {
 		return errTxDone
 	}
 	err := t.inner.Rollback()
-	t.release(err)
+	t.release(t.afterReplicaTx(err))
 	return err
+}
+
+// afterReplicaTx raises the session past every snapshot a replica
+// transaction used (see advanceAfterRead).
+func (t *tx) afterReplicaTx(err error) error {
+	if err != nil || !t.replica {
+		return err
+	}
+	if sess := SessionFrom(t.ctx); sess != nil {
+		return t.cn.c.advanceAfterRead(t.ctx, t.res.Value(), sess)
+	}
+	return nil
 }
 
 // release ends the pin; a pinned session conn keeps its connection.

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgreplica/pgreplica"
+)
+
+// sampleReport is a cluster with a primary, a paused replica, a lagging
+// one and an unreachable host.
+func sampleReport() report {
+	lsn := func(s string) pgreplica.LSN {
+		l, err := pgreplica.ParseLSN(s)
+		if err != nil {
+			panic(err)
+		}
+		return l
+	}
+	nodes := []pgreplica.NodeStatus{
+		{Addr: "10.0.0.1:5432", Zone: "a", Role: "primary", Timeline: 1, LSN: lsn("0/3000148"),
+			Why: "primary: writes, and reads that require it or fall back", RTT: 800 * time.Microsecond},
+		{Addr: "10.0.0.2:5432", Zone: "b", Role: "replica", Timeline: 1, LSN: lsn("0/2000000"), ReceiveLSN: lsn("0/3000148"),
+			ReplayPaused: true, Receiver: "streaming", SyncState: "async", LagBytes: 16777544, LagTime: 2500 * time.Millisecond,
+			Reads: true, Why: "replay paused: serves only reads it is already fresh enough for"},
+		{Addr: "10.0.0.3:5432", Role: "replica", Timeline: 1, LSN: lsn("0/3000000"), Receiver: "streaming",
+			SyncState: "async", LagBytes: 328, LagTime: 512 * time.Millisecond, Reads: true},
+		{Addr: "10.0.0.4:5432", Role: "unknown", Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")},
+			Why: "unreachable: dial tcp: connection refused"},
+	}
+	rep := report{At: time.Date(2025, 1, 2, 15, 4, 5, 0, time.UTC), Hosts: len(nodes)}
+	for _, n := range nodes {
+		rep.Nodes = append(rep.Nodes, nodeRow(n))
+	}
+	for i, c := range []int64{0, 3, 0} {
+		rep.Nodes[i].Conflicts = &c
+	}
+	rep.Nodes[2].Conflicts = nil
+	rep.Nodes[2].ConflictsError = "reading pg_stat_database_conflicts: permission denied"
+	return rep
+}
+
+// columns splits a rendered table into cells keyed by header.
+func columns(t *testing.T, out string) []map[string]string {
+	t.Helper()
+	var header []string
+	var rows []map[string]string
+	sep := regexp.MustCompile(`\s{2,}`)
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "NODE ") {
+			header = sep.Split(line, -1)
+			continue
+		}
+		if header == nil || strings.TrimSpace(line) == "" || strings.HasPrefix(line, "conflicts of") {
+			continue
+		}
+		cells := sep.Split(line, -1)
+		row := map[string]string{}
+		for i, h := range header {
+			if i < len(cells) {
+				row[h] = cells[i]
+			}
+		}
+		rows = append(rows, row)
+	}
+	if header == nil {
+		t.Fatalf("no header in:\n%s", out)
+	}
+	return rows
+}
+
+func TestStatusTable(t *testing.T) {
+	var b bytes.Buffer
+	if err := renderStatus(&b, sampleReport()); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	t.Log("\n" + out)
+	if !strings.HasPrefix(out, "4 hosts at 15:04:05: primary 10.0.0.1:5432; 2 of 2 reachable replicas take reads\n") {
+		t.Errorf("summary line wrong:\n%s", out)
+	}
+	rows := columns(t, out)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	want := []map[string]string{
+		{"NODE": "10.0.0.1:5432", "ZONE": "a", "ROLE": "primary", "STATE": "ok", "TL": "1", "LSN": "0/3000148", "LAG": "-", "PAUSED": "-", "CONFLICTS": "0", "READS": "no"},
+		{"NODE": "10.0.0.2:5432", "ROLE": "replica", "STATE": "streaming", "LAG": "16 MB", "LAG TIME": "2.5s", "PAUSED": "yes", "SYNC": "async", "CONFLICTS": "3", "READS": "yes"},
+		{"NODE": "10.0.0.3:5432", "ZONE": "-", "LAG": "328 B", "LAG TIME": "512ms", "PAUSED": "no", "CONFLICTS": "?"},
+		{"NODE": "10.0.0.4:5432", "ROLE": "unknown", "STATE": "unreachable", "TL": "-", "LSN": "-", "CONFLICTS": "-", "READS": "no", "WHY": "unreachable: dial tcp: connection refused"},
+	}
+	for i, w := range want {
+		for k, v := range w {
+			if rows[i][k] != v {
+				t.Errorf("row %d column %s = %q, want %q", i, k, rows[i][k], v)
+			}
+		}
+	}
+	if !strings.Contains(out, "conflicts of 10.0.0.3:5432: reading pg_stat_database_conflicts: permission denied") {
+		t.Error("the conflict counter error is not shown")
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeReport(&b, sampleReport(), true); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []map[string]any
+	if err := json.Unmarshal(b.Bytes(), &nodes); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, b.String())
+	}
+	if len(nodes) != 4 {
+		t.Fatalf("%d nodes, want 4", len(nodes))
+	}
+	p, r, down := nodes[0], nodes[1], nodes[3]
+	checks := []struct {
+		got, want any
+		what      string
+	}{
+		{p["role"], "primary", "primary role"},
+		{p["lsn"], "0/3000148", "LSN as a string"},
+		{p["lag_bytes"], nil, "primary lag_bytes null"},
+		{p["rtt_ms"], 0.8, "rtt in ms"},
+		{r["replay_paused"], true, "replay_paused"},
+		{r["lag_bytes"], float64(16777544), "lag_bytes"},
+		{r["lag_ms"], 2500.0, "lag in ms"},
+		{r["conflicts"], float64(3), "conflicts"},
+		{r["reads"], true, "reads"},
+		{nodes[2]["conflicts"], nil, "conflicts null on error"},
+		{down["state"], "unreachable", "unreachable state"},
+		{down["reads"], false, "no reads on an unreachable host"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v (%T), want %v", c.what, c.got, c.got, c.want)
+		}
+	}
+	if s, _ := down["error"].(string); !strings.Contains(s, "connection refused") {
+		t.Errorf("unreachable host's error = %q", s)
+	}
+}
+
+func TestStatusReachability(t *testing.T) {
+	rep := sampleReport()
+	if !rep.reachable() || reachableExit(rep) != exitOK {
+		t.Error("a cluster with a primary is unreachable")
+	}
+	rep.Nodes = rep.Nodes[3:]
+	if rep.reachable() || reachableExit(rep) != exitFail {
+		t.Error("a cluster of one unreachable host is reachable")
+	}
+}
+
+func TestErrState(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&pgconn.PgError{Code: "28P01", Message: "password authentication failed"}, "auth failed"},
+		{&pgconn.PgError{Code: "3D000", Message: "database does not exist"}, "error 3D000"},
+		{&net.OpError{Op: "dial", Err: errors.New("refused")}, "unreachable"},
+		{errors.New("odd"), "error"},
+	} {
+		if got := errState(c.err); got != c.want {
+			t.Errorf("errState(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+func TestWatchFrameRedrawsInPlace(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeFrame(&b, sampleReport(), time.Second, true); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.HasPrefix(out, ansiClearScreen+ansiHome) || !strings.HasSuffix(out, ansiClearBelow) {
+		t.Errorf("first frame does not clear and home: %q", out[:min(len(out), 20)])
+	}
+	b.Reset()
+	if err := writeFrame(&b, sampleReport(), time.Second, false); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, ansiClearScreen) || !strings.HasPrefix(out, ansiHome) {
+		t.Error("later frames must redraw from home without clearing the screen")
+	}
+}
+
+func TestHumanUnits(t *testing.T) {
+	for in, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 kB", 16777544: "16 MB", 5 << 30: "5.0 GB"} {
+		if got := humanBytes(in); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[time.Duration]string{0: "0s", 300 * time.Microsecond: "<1ms", 512 * time.Millisecond: "512ms",
+		2500 * time.Millisecond: "2.5s", 90 * time.Second: "1m30s"} {
+		if got := humanDuration(in); got != want {
+			t.Errorf("humanDuration(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestSingleHostDSN(t *testing.T) {
+	cfg, err := pgreplica.ParseDSN(`postgres://app:it's%5Cme@db1:5433,db2/shop?sslmode=disable&pgreplica_wait_budget=1s`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := singleHostDSN(cfg, cfg.Hosts[1])
+	want := `application_name='pgreplica-status' dbname='shop' host='db2' password='it\'s\\me' port='5432' sslmode='disable' user='app'`
+	if got != want {
+		t.Errorf("singleHostDSN\n got  %s\n want %s", got, want)
+	}
+	if _, err := pgconn.ParseConfig(got); err != nil {
+		t.Errorf("pgx cannot parse it: %v", err)
+	}
+}
+
+func TestDemoTable(t *testing.T) {
+	st := mergeStats(pgreplica.Stats{
+		ReplicaReads: 90, FallbackReads: 10,
+		Fallbacks: map[string]int64{pgreplica.ReasonTimeout: 10, pgreplica.ReasonNoReplica: 0},
+		Wait: pgreplica.WaitStats{Count: 100, Buckets: []pgreplica.Bucket{
+			{UpperBound: 50 * time.Millisecond, Count: 60}, {UpperBound: 100 * time.Millisecond, Count: 96}, {UpperBound: 250 * time.Millisecond, Count: 100}}},
+	})
+	res := demoResult{runs: 30, budget: 150 * time.Millisecond,
+		naive: routerResult{bad: []int{30, 29, 12, 30, 28}, reads: 100, elapsed: 2 * time.Second},
+		pgr:   routerResult{bad: make([]int, len(scenarios)), reads: 100, elapsed: 3 * time.Second, stats: &st},
+	}
+	var b bytes.Buffer
+	if err := renderDemo(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"(a) save, redirect, read it back", "30 of 30", "12 of 30", "0 of 30",
+		"100% of 100", "90% of 100", "≤50ms / ≤100ms", "no_replica 0, timeout 10",
+		"in 129 of 150 runs", "pgreplica showed none",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo table lacks %q", want)
+		}
+	}
+}
+
+func TestPercent(t *testing.T) {
+	for _, c := range []struct {
+		part, whole int64
+		want        string
+	}{{0, 0, "-"}, {0, 7, "0%"}, {7, 7, "100%"}, {209, 210, "99.5%"}, {1, 1000, "0.1%"}, {90, 100, "90%"}} {
+		if got := percent(c.part, c.whole); got != c.want {
+			t.Errorf("percent(%d, %d) = %q, want %q", c.part, c.whole, got, c.want)
+		}
+	}
+}
+
+func TestStatsSince(t *testing.T) {
+	before := pgreplica.Stats{ReplicaReads: 5, Fallbacks: map[string]int64{"timeout": 1},
+		Wait: pgreplica.WaitStats{Count: 2, Buckets: []pgreplica.Bucket{{UpperBound: time.Millisecond, Count: 2}, {UpperBound: time.Second, Count: 2}}}}
+	after := pgreplica.Stats{ReplicaReads: 9, Fallbacks: map[string]int64{"timeout": 3},
+		Wait: pgreplica.WaitStats{Count: 6, Buckets: []pgreplica.Bucket{{UpperBound: time.Millisecond, Count: 2}, {UpperBound: time.Second, Count: 6}}}}
+	d := statsSince(after, before)
+	if d.ReplicaReads != 4 || d.Fallbacks["timeout"] != 2 || d.Wait.Count != 4 || d.Wait.P50 != time.Second {
+		t.Errorf("statsSince = %+v", d)
+	}
+}
