@@ -50,6 +50,12 @@ func (l *lagTracker) passedAt(replay LSN) (at time.Time, ok bool) {
 			if !ok {
 				return time.Time{}, false
 			}
+			if s.lsn == replay {
+				// The replica sits on a sample: all we know is that the
+				// primary was seen past it at the next one (with sparse
+				// writes, interpolating would charge a whole interval).
+				return after.at, true
+			}
 			frac := float64(replay-s.lsn) / float64(after.lsn-s.lsn)
 			return s.at.Add(time.Duration(frac * float64(after.at.Sub(s.at)))), true
 		}

@@ -24,9 +24,10 @@ func TestLagTrackerPassedAt(t *testing.T) {
 		{300, time.Time{}, false}, // caught up
 		{400, time.Time{}, false}, // ahead of the last sample
 		{250, ms(375), true},      // interpolated
-		{200, ms(250), true},
+		{200, ms(500), true},      // on a sample: passed at the next one
 		{150, ms(125), true},
-		{50, ms(0), true}, // behind every sample: the oldest is a lower bound
+		{50, ms(0), true},    // behind every sample: the oldest is a lower bound
+		{100, ms(250), true}, // on the oldest sample
 	} {
 		got, ok := l.passedAt(tc.replay)
 		if ok != tc.ok || !got.Equal(tc.want) {

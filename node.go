@@ -135,7 +135,6 @@ const probeSQL = `SELECT pg_is_in_recovery(),
 
 // probe runs probeSQL on the node's dedicated monitor connection.
 func (n *node) probe(ctx context.Context) *nodeStatus {
-	start := time.Now()
 	st, err := n.probeOnce(ctx)
 	if err != nil {
 		if n.probeConn != nil {
@@ -145,7 +144,6 @@ func (n *node) probe(ctx context.Context) *nodeStatus {
 		return &nodeStatus{err: err, at: time.Now()}
 	}
 	st.at = time.Now()
-	st.rtt = st.at.Sub(start)
 	return st
 }
 
@@ -157,6 +155,9 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 		}
 		n.probeConn = c
 	}
+	// The round trip is timed without connection setup, which would
+	// skew the latency policy's EWMA.
+	start := time.Now()
 	rows, err := queryInner(ctx, n.probeConn, probeSQL, nil)
 	if err != nil {
 		return nil, err
@@ -166,7 +167,7 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	if err := rows.Next(vals); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	st := &nodeStatus{role: rolePrimary}
+	st := &nodeStatus{role: rolePrimary, rtt: time.Since(start)}
 	if b, _ := vals[0].(bool); b {
 		st.role = roleReplica
 	}

@@ -248,12 +248,32 @@ func (c *Connector) acquireReplica(ctx context.Context, t *topology, pl readPlan
 		}
 		return c.withinLagBounds(n, now)
 	}
-	fresh := func(n *node) bool { return usable(n) && LSN(n.replay.Load()) >= pl.need }
-	if n := c.pickReplica(t, fresh); n != nil {
+	// A replica we cannot connect to is left out and the next one tried.
+	var failed [4]*node
+	failedN := 0
+	fresh := func(n *node) bool {
+		for _, f := range failed[:failedN] {
+			if n == f {
+				return false
+			}
+		}
+		return usable(n) && LSN(n.replay.Load()) >= pl.need
+	}
+	for failedN < len(failed) {
+		n := c.pickReplica(t, fresh)
+		if n == nil {
+			break
+		}
 		known := LSN(n.replay.Load())
-		if res, err := n.pool.acquire(ctx); err == nil {
+		res, err := n.pool.acquire(ctx)
+		if err == nil {
 			return res, known, nil
 		}
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		failed[failedN] = n
+		failedN++
 	}
 	if pl.kind != readPosition || pl.need == 0 {
 		if pl.fallback == FallbackStale {
@@ -408,10 +428,20 @@ func (c *Connector) writeFailed(n *node, err error) error {
 	switch {
 	case sqlState(err) == stateReadOnlyTx:
 		c.mon.pokeAll() // the primary was demoted: find the new one
+	case errors.Is(err, driver.ErrBadConn) && c.cfg.Driver == DriverPq:
+		// lib/pq reports a connection that broke after the write was
+		// sent as ErrBadConn too, and database/sql would send the write
+		// again. (The connection was validated before use, so it broke
+		// during this write.) The outcome is unknown; never retry it.
+		n.suspect.Store(true)
+		c.mon.pokeAll()
+		return fmt.Errorf("%w: %v", ErrWriteOutcomeUnknown, err)
 	case isConnLost(err):
 		n.suspect.Store(true)
 		c.mon.pokeAll()
 		if !errors.Is(err, driver.ErrBadConn) {
+			// pgx reports ErrBadConn only when nothing was sent: that one
+			// database/sql may retry safely.
 			return fmt.Errorf("%w: %w", ErrWriteOutcomeUnknown, err)
 		}
 	}

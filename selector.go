@@ -27,9 +27,15 @@ func (c *Connector) pickPolicy(rs []*node, ok eligibleFn) *node {
 	}
 	switch c.cfg.Policy {
 	case PolicyLeastLag:
+		// Least time lag; replay positions break ties (they are cached at
+		// different moments, so alone they can mislead).
 		var best *node
 		for _, n := range rs {
-			if ok(n) && (best == nil || n.replay.Load() > best.replay.Load()) {
+			if !ok(n) {
+				continue
+			}
+			if best == nil || n.lagTime() < best.lagTime() ||
+				n.lagTime() == best.lagTime() && n.replay.Load() > best.replay.Load() {
 				best = n
 			}
 		}

@@ -69,6 +69,8 @@ func (t *topology) excluded(n *node, excludeSync bool) string {
 		return "not probed yet"
 	case st.err != nil:
 		return "unreachable: " + st.err.Error()
+	case st.role == rolePrimary && n != t.primary && t.primary != nil:
+		return fmt.Sprintf("out of recovery on timeline %d beside the primary on timeline %d: superseded, gets no writes", st.timeline, t.primary.status.Load().timeline)
 	case st.role != roleReplica:
 		return "not a replica"
 	}

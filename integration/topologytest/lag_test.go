@@ -1,0 +1,234 @@
+package topologytest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pgreplica/pgreplica"
+)
+
+// TestLagAccuracy: with recovery_min_apply_delay = 500ms on replica 1 and a
+// write every 20 ms, the connector's time lag of replica 1 is within ±20 %
+// of 500 ms at every sample, and replica 2's stays small. Run with the
+// default monitor interval and a fast one, so a failure tells sampling
+// resolution from a wrong method.
+func TestLagAccuracy(t *testing.T) {
+	const (
+		delay    = 500 * time.Millisecond
+		tol      = delay / 5 // ±20 %
+		smallLag = 100 * time.Millisecond
+	)
+	for _, tc := range []struct {
+		name   string
+		params []string
+	}{
+		{"default_interval", nil},
+		{"interval_50ms", []string{"pgreplica_monitor_interval=50ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, cn := open(t, cluster, tc.params...)
+			ctx := testCtx(t, 60*time.Second)
+			tbl := newTable(t, cluster)
+			awaitCaughtUp(t, ctx, cluster, cn)
+			setApplyDelay(t, cluster, 1, delay)
+			w := startWriter(t, db, tbl, 20*time.Millisecond)
+
+			// Warm-up: the delay has to fill, and the monitor needs a few
+			// rounds of primary samples from before it.
+			time.Sleep(2 * delay)
+			wctx, cancel := within(ctx, 5*time.Second)
+			defer cancel()
+			if err := waitFor(wctx, "replica 1 to show lag", func() (bool, string) {
+				ns := status(t, cn, cluster, 1)
+				return ns.LagTime > 0, describe(ns)
+			}); err != nil {
+				t.Fatal(err)
+			}
+
+			var lag1, lag2 []time.Duration
+			var bad1, bad2 []string
+			end := time.Now().Add(3 * time.Second)
+			for time.Now().Before(end) {
+				n1, n2 := status(t, cn, cluster, 1), status(t, cn, cluster, 2)
+				lag1, lag2 = append(lag1, n1.LagTime), append(lag2, n2.LagTime)
+				if n1.LagTime < delay-tol || n1.LagTime > delay+tol {
+					bad1 = append(bad1, n1.LagTime.Round(time.Millisecond).String())
+				}
+				if n2.LagTime > smallLag {
+					bad2 = append(bad2, n2.LagTime.Round(time.Millisecond).String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			w.stop(t)
+			t.Logf("replica 1 (apply delay %v) LagTime: %s", delay, durStats(lag1))
+			t.Logf("replica 2 (no delay) LagTime: %s", durStats(lag2))
+			if len(bad1) > 0 {
+				t.Errorf("replica 1: %d of %d samples outside %v±%v: %v", len(bad1), len(lag1), delay, tol, head(bad1))
+			}
+			if len(bad2) > 0 {
+				t.Errorf("replica 2: %d of %d samples above %v although it replays within milliseconds: %v",
+					len(bad2), len(lag2), smallLag, head(bad2))
+			}
+		})
+	}
+}
+
+// TestIdlePrimaryLag: with no writes and caught-up replicas the time lag
+// stays near zero at every sample (the now() - pg_last_xact_replay_timestamp()
+// measure would grow without bound). 10 s, or the minute with
+// PGREPLICA_LONG=1.
+func TestIdlePrimaryLag(t *testing.T) {
+	const near = 50 * time.Millisecond
+	watch := 10 * time.Second
+	if longMode() {
+		watch = time.Minute
+	}
+	_, cn := open(t, cluster)
+	ctx := testCtx(t, watch+60*time.Second)
+	awaitCaughtUp(t, ctx, cluster, cn)
+
+	var lags [3][]time.Duration
+	var maxBytes [3]uint64
+	var bad []string
+	start := time.Now()
+	for time.Since(start) < watch {
+		for i := 1; i < cluster.Len(); i++ {
+			ns := status(t, cn, cluster, i)
+			lags[i] = append(lags[i], ns.LagTime)
+			maxBytes[i] = max(maxBytes[i], ns.LagBytes)
+			if ns.LagTime >= near {
+				bad = append(bad, time.Since(start).Round(time.Millisecond).String()+": "+describe(ns))
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 1; i < cluster.Len(); i++ {
+		t.Logf("replica %d over %v idle: LagTime %s; max LagBytes %d", i, watch, durStats(lags[i]), maxBytes[i])
+	}
+	if len(bad) > 0 {
+		t.Errorf("%d samples with LagTime >= %v on an idle primary: %v", len(bad), near, head(bad))
+	}
+}
+
+// TestPausedReplicaLagGrows: while replay is paused on replica 1 and writes
+// continue, its LagTime and LagBytes never go down and the time lag grows
+// with the wall clock; after ResumeReplay both return to about zero.
+func TestPausedReplicaLagGrows(t *testing.T) {
+	db, cn := open(t, cluster)
+	ctx := testCtx(t, 60*time.Second)
+	tbl := newTable(t, cluster)
+	awaitCaughtUp(t, ctx, cluster, cn)
+	pauseReplay(t, cluster, 1)
+	w := startWriter(t, db, tbl, 20*time.Millisecond)
+
+	wctx, cancel := within(ctx, 5*time.Second)
+	defer cancel()
+	if err := waitFor(wctx, "the paused replica to show lag", func() (bool, string) {
+		ns := status(t, cn, cluster, 1)
+		return ns.LagTime > 0 && ns.LagBytes > 0, describe(ns)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	type sample struct {
+		at time.Time
+		ns pgreplica.NodeStatus
+	}
+	var samples []sample
+	for range 30 {
+		samples = append(samples, sample{time.Now(), status(t, cn, cluster, 1)})
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 1; i < len(samples); i++ {
+		p, s := samples[i-1].ns, samples[i].ns
+		if s.LagTime < p.LagTime {
+			t.Errorf("sample %d: LagTime went down from %v to %v while paused", i, p.LagTime, s.LagTime)
+		}
+		if s.LagBytes < p.LagBytes {
+			t.Errorf("sample %d: LagBytes went down from %d to %d while paused", i, p.LagBytes, s.LagBytes)
+		}
+		if !s.ReplayPaused {
+			t.Errorf("sample %d: ReplayPaused false: %s", i, describe(s))
+		}
+	}
+	first, last := samples[0], samples[len(samples)-1]
+	wall := last.at.Sub(first.at)
+	grew := last.ns.LagTime - first.ns.LagTime
+	t.Logf("paused replica: LagTime %v → %v (+%v) over %v of wall time; LagBytes %d → %d",
+		first.ns.LagTime.Round(time.Millisecond), last.ns.LagTime.Round(time.Millisecond),
+		grew.Round(time.Millisecond), wall.Round(time.Millisecond), first.ns.LagBytes, last.ns.LagBytes)
+	if d := grew - wall; d < -300*time.Millisecond || d > 300*time.Millisecond {
+		t.Errorf("LagTime grew by %v over %v of wall time, want about the same (±300ms)", grew, wall)
+	}
+	if last.ns.LagBytes <= first.ns.LagBytes {
+		t.Errorf("LagBytes did not grow while writes continued: %d → %d", first.ns.LagBytes, last.ns.LagBytes)
+	}
+
+	resumed := time.Now()
+	if err := cluster.ResumeReplay(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel = within(ctx, 3*time.Second)
+	defer cancel()
+	if err := waitFor(wctx, "replica 1's lag to return to ~0 with writes going on", func() (bool, string) {
+		ns := status(t, cn, cluster, 1)
+		return ns.LagTime < 50*time.Millisecond && ns.LagBytes < 64<<10, describe(ns)
+	}); err != nil {
+		t.Error(err)
+	}
+	t.Logf("lag back under 50ms / 64kB %v after ResumeReplay was called", time.Since(resumed).Round(time.Millisecond))
+	w.stop(t)
+	wctx, cancel = within(ctx, 3*time.Second)
+	defer cancel()
+	if err := waitFor(wctx, "replica 1's lag to reach zero once writes stop", func() (bool, string) {
+		ns := status(t, cn, cluster, 1)
+		return ns.LagTime == 0 && ns.LagBytes == 0, describe(ns)
+	}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestSparseWritesLag: with a write every 300 ms (sparser than the monitor
+// polls) both replicas replay each write within milliseconds, so their
+// time lag stays near zero and eventual reads under pgreplica_max_lag=100ms
+// never leave the replicas.
+func TestSparseWritesLag(t *testing.T) {
+	const near = 50 * time.Millisecond
+	db, cn := open(t, cluster, "pgreplica_max_lag=100ms")
+	ctx := testCtx(t, 60*time.Second)
+	tbl := newTable(t, cluster)
+	awaitCaughtUp(t, ctx, cluster, cn)
+	w := startWriter(t, db, tbl, 300*time.Millisecond)
+	ev := pgreplica.WithEventual(ctx)
+
+	var lags [3][]time.Duration
+	var bad []string
+	seen := map[int]int{}
+	end := time.Now().Add(5 * time.Second)
+	for time.Now().Before(end) {
+		for i := 1; i < cluster.Len(); i++ {
+			ns := status(t, cn, cluster, i)
+			lags[i] = append(lags[i], ns.LagTime)
+			if ns.LagTime >= near {
+				bad = append(bad, describe(ns))
+			}
+		}
+		n, err := servedBy(ev, db, cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[n]++
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.stop(t)
+	for i := 1; i < cluster.Len(); i++ {
+		t.Logf("replica %d under a write every 300ms: LagTime %s", i, durStats(lags[i]))
+	}
+	t.Logf("eventual reads with pgreplica_max_lag=100ms: %v (node: count); %d writes", seen, w.ok.Load())
+	if len(bad) > 0 {
+		t.Errorf("%d samples with LagTime >= %v for replicas that replay each write within milliseconds: %v", len(bad), near, head(bad))
+	}
+	if seen[0] > 0 {
+		t.Errorf("%d of %d eventual reads went to the primary: a caught-up replica was taken to be over pgreplica_max_lag=100ms", seen[0], seen[0]+seen[1]+seen[2])
+	}
+}
