@@ -155,7 +155,9 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 	n.status.Store(st)
 	n.failures = 0
 	n.suspect.Store(false)
-	n.observeRTT(st.rtt)
+	if st.rtt > 0 {
+		n.observeRTT(st.rtt)
+	}
 	switch {
 	case prev == nil || prev.role != st.role || prev.timeline != st.timeline:
 		// A new role or timeline invalidates what we knew about replay.

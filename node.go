@@ -143,12 +143,12 @@ func (n *node) probe(ctx context.Context) *nodeStatus {
 		}
 		return &nodeStatus{err: err, at: time.Now()}
 	}
-	st.at = time.Now()
 	return st
 }
 
 func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
-	if n.probeConn == nil {
+	fresh := n.probeConn == nil
+	if fresh {
 		c, err := n.inner.Connect(ctx)
 		if err != nil {
 			return nil, err
@@ -167,7 +167,15 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	if err := rows.Next(vals); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	st := &nodeStatus{role: rolePrimary, rtt: time.Since(start)}
+	st := &nodeStatus{role: rolePrimary}
+	if !fresh {
+		// The first query on a new connection also prepares the statement:
+		// not a round trip worth comparing.
+		st.rtt = time.Since(start)
+	}
+	// The server ran the query about half a round trip ago: lag samples
+	// of different hosts compare better at that moment than at arrival.
+	st.at = start.Add(time.Since(start) / 2)
 	if b, _ := vals[0].(bool); b {
 		st.role = roleReplica
 	}

@@ -1,0 +1,416 @@
+package pgreplicahttp_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/pgreplicahttp"
+)
+
+// fakeWrite stands in for a database write: the driver advances the
+// request's session to the commit's LSN.
+func fakeWrite(t *testing.T, r *http.Request, lsn pgreplica.LSN) {
+	t.Helper()
+	s := pgreplica.SessionFrom(r.Context())
+	if s == nil {
+		t.Fatal("no session in the request context")
+	}
+	if err := s.Merge(pgreplica.Token{LSN: lsn}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seen records the session watermark a handler saw.
+type seen struct{ lsn pgreplica.LSN }
+
+// app is a handler that writes lsn on POST (and on GET when getWrites)
+// and records the watermark it saw.
+func app(t *testing.T, s *seen, lsn pgreplica.LSN, getWrites bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.lsn = pgreplica.SessionFrom(r.Context()).LSN()
+		if r.Method == http.MethodPost || getWrites {
+			fakeWrite(t, r, lsn)
+		}
+		if r.Method == http.MethodPost {
+			http.Redirect(w, r, "/done", http.StatusSeeOther)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+}
+
+func serve(h http.Handler, method string, mod func(*http.Request)) *http.Response {
+	req := httptest.NewRequest(method, "/x", nil)
+	if mod != nil {
+		mod(req)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Result()
+}
+
+func cookieNamed(resp *http.Response, name string) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func TestCookieRoundTrip(t *testing.T) {
+	var s seen
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(app(t, &s, 0x5_00000010, false))
+
+	resp := serve(h, http.MethodPost, nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	c := cookieNamed(resp, pgreplicahttp.DefaultCookieName)
+	if c == nil {
+		t.Fatalf("no token cookie after a write: %v", resp.Header)
+	}
+	if !c.HttpOnly || !c.Secure || c.SameSite != http.SameSiteLaxMode || c.Path != "/" || c.MaxAge != 300 {
+		t.Fatalf("cookie attributes: %s", c)
+	}
+	tok, err := pgreplica.ParseToken(c.Value)
+	if err != nil || tok.LSN != 0x5_00000010 {
+		t.Fatalf("cookie token %v, %v", tok, err)
+	}
+
+	resp = serve(h, http.MethodGet, func(r *http.Request) { r.AddCookie(c) })
+	if s.lsn != 0x5_00000010 {
+		t.Fatalf("GET with the cookie saw watermark %v", s.lsn)
+	}
+	if got := resp.Header.Values("Set-Cookie"); len(got) != 0 {
+		t.Fatalf("GET that wrote nothing set a cookie: %q", got)
+	}
+}
+
+func TestNoCookieWithoutAdvance(t *testing.T) {
+	var s seen
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(app(t, &s, 0, false))
+	for _, m := range []string{http.MethodPost, http.MethodGet} {
+		if got := serve(h, m, nil).Header.Values("Set-Cookie"); len(got) != 0 {
+			t.Errorf("%s without an advance set %q", m, got)
+		}
+	}
+	// A lower position than the client's is no advance either.
+	h = pgreplicahttp.Middleware(pgreplicahttp.Options{})(app(t, &s, 10, false))
+	resp := serve(h, http.MethodPost, func(r *http.Request) {
+		r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: tokenText(pgreplica.TokenCodec{}, 20)})
+	})
+	if got := resp.Header.Values("Set-Cookie"); len(got) != 0 || s.lsn != 20 {
+		t.Errorf("write below the client's position: Set-Cookie %q, watermark %v", got, s.lsn)
+	}
+}
+
+func tokenText(c pgreplica.TokenCodec, lsn pgreplica.LSN) string {
+	return c.Encode(pgreplica.Token{LSN: lsn})
+}
+
+func TestWriteBackPolicy(t *testing.T) {
+	var s seen
+	getWrites := app(t, &s, 42, true)
+	for _, tc := range []struct {
+		policy pgreplicahttp.WriteBackPolicy
+		method string
+		want   bool
+	}{
+		{pgreplicahttp.WriteBackUnsafe, http.MethodGet, false},
+		{pgreplicahttp.WriteBackUnsafe, http.MethodHead, false},
+		{pgreplicahttp.WriteBackUnsafe, http.MethodPut, true},
+		{pgreplicahttp.WriteBackUnsafe, http.MethodDelete, true},
+		{pgreplicahttp.WriteBackAlways, http.MethodGet, true},
+	} {
+		h := pgreplicahttp.Middleware(pgreplicahttp.Options{WriteBack: tc.policy})(getWrites)
+		got := cookieNamed(serve(h, tc.method, nil), pgreplicahttp.DefaultCookieName) != nil
+		if got != tc.want {
+			t.Errorf("policy %d, %s: cookie %v, want %v", tc.policy, tc.method, got, tc.want)
+		}
+	}
+}
+
+func TestHeaderTransport(t *testing.T) {
+	var s seen
+	codec := pgreplica.TokenCodec{Key: bytes.Repeat([]byte{7}, 32), TTL: time.Minute}
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{
+		Transport: pgreplicahttp.Header, HeaderName: "x-consistency", Codec: codec,
+	})(app(t, &s, 500, false))
+
+	resp := serve(h, http.MethodPost, func(r *http.Request) {
+		r.Header.Set("X-Consistency", tokenText(codec, 100))
+		// Header transport only: a cookie is not read.
+		r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: tokenText(codec, 1000)})
+	})
+	if s.lsn != 100 {
+		t.Fatalf("handler saw %v, want the header's 0/64", s.lsn)
+	}
+	if len(resp.Cookies()) != 0 {
+		t.Fatalf("header transport set a cookie")
+	}
+	tok, err := codec.Decode(resp.Header.Get("X-Consistency"))
+	if err != nil || tok.LSN != 500 || tok.Expires.IsZero() {
+		t.Fatalf("response header token %+v, %v", tok, err)
+	}
+}
+
+func TestBothTransportsMaxMerge(t *testing.T) {
+	var s seen
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Transport: pgreplicahttp.Both})(app(t, &s, 7000, false))
+	resp := serve(h, http.MethodPost, func(r *http.Request) {
+		r.Header.Set(pgreplicahttp.DefaultHeaderName, tokenText(pgreplica.TokenCodec{}, 300))
+		r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: tokenText(pgreplica.TokenCodec{}, 200)})
+		r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: tokenText(pgreplica.TokenCodec{}, 400)})
+	})
+	if s.lsn != 400 {
+		t.Fatalf("watermark %v, want the highest of cookies and header, 0/190", s.lsn)
+	}
+	if cookieNamed(resp, pgreplicahttp.DefaultCookieName) == nil || resp.Header.Get(pgreplicahttp.DefaultHeaderName) == "" {
+		t.Fatalf("Both wrote %v", resp.Header)
+	}
+}
+
+func TestBadTokens(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, 32)
+	codec := pgreplica.TokenCodec{Key: key}
+	past := pgreplica.TokenCodec{Key: key, TTL: time.Minute, Now: func() time.Time { return time.Now().Add(-time.Hour) }}
+	bad := map[string]string{
+		"garbage":   "not a token!",
+		"forged":    pgreplica.TokenCodec{Key: bytes.Repeat([]byte{2}, 32)}.Encode(pgreplica.Token{LSN: 1 << 60}),
+		"unsigned":  tokenText(pgreplica.TokenCodec{}, 1<<60),
+		"expired":   past.Encode(pgreplica.Token{LSN: 9}),
+		"oversized": strings.Repeat("A", 5000),
+	}
+	for name, value := range bad {
+		for _, policy := range []pgreplicahttp.BadTokenPolicy{pgreplicahttp.IgnoreBadToken, pgreplicahttp.RejectBadToken} {
+			t.Run(fmt.Sprintf("%s/policy%d", name, policy), func(t *testing.T) {
+				var logs bytes.Buffer
+				s := seen{lsn: 12345}
+				called := false
+				h := pgreplicahttp.Middleware(pgreplicahttp.Options{
+					Transport: pgreplicahttp.Both, Codec: codec, BadToken: policy,
+					Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					called = true
+					app(t, &s, 0, false).ServeHTTP(w, r)
+				}))
+				for _, via := range []string{"cookie", "header"} {
+					called = false
+					resp := serve(h, http.MethodGet, func(r *http.Request) {
+						if via == "cookie" {
+							r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: value})
+						} else {
+							r.Header.Set(pgreplicahttp.DefaultHeaderName, value)
+						}
+					})
+					want := http.StatusOK
+					if policy == pgreplicahttp.RejectBadToken {
+						want = http.StatusBadRequest
+					}
+					if resp.StatusCode != want || called != (want == http.StatusOK) {
+						t.Fatalf("policy %d via %s: status %d (handler called %v), want %d", policy, via, resp.StatusCode, called, want)
+					}
+					if called && s.lsn != 0 {
+						t.Fatalf("a bad token set the watermark to %v", s.lsn)
+					}
+					c := cookieNamed(resp, pgreplicahttp.DefaultCookieName)
+					if (via == "cookie") != (c != nil && c.MaxAge < 0) {
+						t.Fatalf("policy %d via %s: deleting cookie %v", policy, via, c)
+					}
+				}
+				if !strings.Contains(logs.String(), "bad token") || strings.Contains(logs.String(), value) {
+					t.Fatalf("log: %s", logs.String())
+				}
+			})
+		}
+	}
+}
+
+func TestBadCookieReplacedByAdvance(t *testing.T) {
+	var s seen
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(app(t, &s, 77, false))
+	resp := serve(h, http.MethodPost, func(r *http.Request) {
+		r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: "garbage"})
+	})
+	cs := resp.Cookies()
+	if len(cs) != 1 || cs[0].MaxAge <= 0 {
+		t.Fatalf("want exactly the new token cookie, got %v", cs)
+	}
+}
+
+func TestSessionInContextReused(t *testing.T) {
+	outer := pgreplica.NewSession()
+	var inner *pgreplica.Session
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner = pgreplica.SessionFrom(r.Context())
+	}))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req = req.WithContext(pgreplica.WithSession(req.Context(), outer))
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if inner != outer {
+		t.Fatal("the middleware replaced the context's session")
+	}
+}
+
+func TestInvalidOptionsPanic(t *testing.T) {
+	for name, o := range map[string]pgreplicahttp.Options{
+		"store without key":  {Store: pgreplicahttp.NewMemoryStore(0)},
+		"key without store":  {StoreKey: func(*http.Request) (string, bool) { return "", false }},
+		"bad cookie name":    {CookieName: "a b"},
+		"bad header name":    {HeaderName: "x:y"},
+		"unknown transport":  {Transport: 8},
+		"sub-second max age": {MaxAge: time.Millisecond},
+		"negative max age":   {MaxAge: -time.Second},
+		"unknown policy":     {BadToken: 9},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r == nil || !strings.HasPrefix(r.(string), "pgreplicahttp: ") {
+					t.Fatalf("recovered %v", r)
+				}
+			}()
+			pgreplicahttp.Middleware(o)
+		})
+	}
+}
+
+func TestCookieOptions(t *testing.T) {
+	var s seen
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{
+		CookieName: "rw", CookiePath: "/app", CookieDomain: "example.com",
+		CookieInsecure: true, MaxAge: 90 * time.Second,
+	})(app(t, &s, 5, false))
+	c := cookieNamed(serve(h, http.MethodPost, nil), "rw")
+	if c == nil || c.Secure || c.Path != "/app" || c.Domain != "example.com" || c.MaxAge != 90 || !c.HttpOnly {
+		t.Fatalf("cookie %v", c)
+	}
+}
+
+// failingStore fails every call.
+type failingStore struct{}
+
+var errStoreDown = errors.New("store down")
+
+func (failingStore) Get(context.Context, string) (pgreplica.Token, bool, error) {
+	return pgreplica.Token{}, false, errStoreDown
+}
+func (failingStore) Put(context.Context, string, pgreplica.Token, time.Duration) error {
+	return errStoreDown
+}
+
+func TestStoreErrorsNeverFailTheRequest(t *testing.T) {
+	var s seen
+	var logs bytes.Buffer
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{
+		Store:    failingStore{},
+		StoreKey: func(*http.Request) (string, bool) { return "u1", true },
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+	})(app(t, &s, 9, false))
+	resp := serve(h, http.MethodPost, nil)
+	if resp.StatusCode != http.StatusSeeOther || cookieNamed(resp, pgreplicahttp.DefaultCookieName) == nil {
+		t.Fatalf("status %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	if strings.Count(logs.String(), "store down") < 2 {
+		t.Fatalf("store errors not logged: %s", logs.String())
+	}
+}
+
+// xUser keys the store by the X-User header, as is.
+func xUser(r *http.Request) (string, bool) {
+	u := r.Header.Get("X-User")
+	return u, u != ""
+}
+
+func TestStoreSharesAcrossClients(t *testing.T) {
+	var s seen
+	store := pgreplicahttp.NewMemoryStore(0)
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Store: store, StoreKey: xUser})(app(t, &s, 0xABC, false))
+	as := func(user string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("X-User", user) }
+	}
+	serve(h, http.MethodPost, as("alice")) // tab 1 writes; its cookie stays in tab 1
+
+	serve(h, http.MethodGet, as("alice")) // tab 2, no cookie
+	if s.lsn != 0xABC {
+		t.Fatalf("second tab saw %v, want 0/ABC", s.lsn)
+	}
+	serve(h, http.MethodGet, as("bob"))
+	if s.lsn != 0 {
+		t.Fatalf("another user saw %v", s.lsn)
+	}
+	serve(h, http.MethodGet, nil)
+	if s.lsn != 0 || store.Len() != 1 {
+		t.Fatalf("anonymous request saw %v; store holds %d keys", s.lsn, store.Len())
+	}
+}
+
+func TestStoreAfterHeadersAndPanics(t *testing.T) {
+	store := pgreplicahttp.NewMemoryStore(0)
+	mw := pgreplicahttp.Middleware(pgreplicahttp.Options{Store: store, StoreKey: xUser})
+	req := func(user string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set("X-User", user)
+		return r
+	}
+	// A write after the headers left still reaches the store.
+	rec := httptest.NewRecorder()
+	mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		fakeWrite(t, r, 100)
+	})).ServeHTTP(rec, req("late"))
+	if len(rec.Result().Cookies()) != 0 {
+		t.Fatal("a cookie was added after the headers were written")
+	}
+	if tok, ok, _ := store.Get(context.Background(), "late"); !ok || tok.LSN != 100 {
+		t.Fatalf("late write: store has %v, %v", tok, ok)
+	}
+	// So does a write whose handler then panicked.
+	func() {
+		defer func() { recover() }()
+		mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fakeWrite(t, r, 200)
+			panic("boom")
+		})).ServeHTTP(httptest.NewRecorder(), req("panic"))
+	}()
+	if tok, ok, _ := store.Get(context.Background(), "panic"); !ok || tok.LSN != 200 {
+		t.Fatalf("panicking handler: store has %v, %v", tok, ok)
+	}
+}
+
+// TestStoredBeforeRedirectLeaves: the store has the token by the time the
+// client sees the response, even while the handler is still running.
+func TestStoredBeforeRedirectLeaves(t *testing.T) {
+	store := pgreplicahttp.NewMemoryStore(0)
+	release := make(chan struct{})
+	srv := httptest.NewServer(pgreplicahttp.Middleware(pgreplicahttp.Options{Store: store, StoreKey: xUser})(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fakeWrite(t, r, 0x77)
+			w.Header().Set("Location", "/next")
+			w.WriteHeader(http.StatusSeeOther)
+			w.(http.Flusher).Flush()
+			<-release // the handler goes on after the client has the 303
+		})))
+	defer srv.Close()
+	defer close(release)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+	req.Header.Set("X-User", "carol")
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if tok, ok, _ := store.Get(context.Background(), "carol"); !ok || tok.LSN != 0x77 {
+		t.Fatalf("store when the 303 arrived: %v, %v", tok, ok)
+	}
+}
