@@ -60,7 +60,7 @@ func (s *Session) LSN() LSN {
 // (see Token for the format). Use TokenCodec.SessionToken for a signed or
 // expiring one.
 func (s *Session) Token() string {
-	return encodeToken(s.snapshot(), nil)
+	return encodeToken(s.Snapshot(), nil)
 }
 
 // Merge folds a parsed token into the session: the watermark becomes the
@@ -134,8 +134,9 @@ func (s *Session) lsnFor(sysid uint64) (LSN, bool) {
 	return lsn, true
 }
 
-// snapshot returns the session's state as a Token without expiry.
-func (s *Session) snapshot() Token {
+// Snapshot returns the session's state as a Token without expiry (what
+// Token encodes). A nil session gives the zero Token.
+func (s *Session) Snapshot() Token {
 	if s == nil {
 		return Token{}
 	}

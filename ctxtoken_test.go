@@ -22,17 +22,17 @@ func TestSessionAdvanceMaxMerge(t *testing.T) {
 	}
 	s.advance(200, 2, 0)
 	s.advance(150, 1, 0)
-	if got := s.snapshot(); got != (Token{LSN: 200, Timeline: 2}) {
+	if got := s.Snapshot(); got != (Token{LSN: 200, Timeline: 2}) {
 		t.Fatalf("snapshot = %+v", got)
 	}
 	// Binding to a cluster.
-	if !s.advance(210, 2, 7) || s.snapshot().SystemID != 7 {
-		t.Fatalf("session did not bind to system 7: %+v", s.snapshot())
+	if !s.advance(210, 2, 7) || s.Snapshot().SystemID != 7 {
+		t.Fatalf("session did not bind to system 7: %+v", s.Snapshot())
 	}
 	if s.advance(9999, 9, 8) {
 		t.Fatal("advance from another cluster was accepted")
 	}
-	if got := s.snapshot(); got != (Token{LSN: 210, Timeline: 2, SystemID: 7}) {
+	if got := s.Snapshot(); got != (Token{LSN: 210, Timeline: 2, SystemID: 7}) {
 		t.Fatalf("advance from another cluster changed the session: %+v", got)
 	}
 	if !s.advance(220, 2, 0) || s.LSN() != 220 {
@@ -52,7 +52,7 @@ func TestSessionMerge(t *testing.T) {
 	if !errors.Is(err, ErrBadToken) || !errors.Is(err, errTokenOtherCluster) {
 		t.Fatalf("Merge(other cluster) error %v", err)
 	}
-	if got := s.snapshot(); got != (Token{LSN: 10, Timeline: 1, SystemID: 42}) {
+	if got := s.Snapshot(); got != (Token{LSN: 10, Timeline: 1, SystemID: 42}) {
 		t.Fatalf("a rejected Merge changed the session: %+v", got)
 	}
 	// A token from an older timeline is honoured (see the failover rule).
@@ -62,11 +62,11 @@ func TestSessionMerge(t *testing.T) {
 
 	// The driver's merge checks the token against the cluster it serves.
 	d := NewSession()
-	if err := d.merge(Token{LSN: 1, SystemID: 1}, 2); !errors.Is(err, errTokenOtherCluster) || d.snapshot() != (Token{}) {
-		t.Fatalf("merge(token of 1, cluster 2) = %v, session %+v", err, d.snapshot())
+	if err := d.merge(Token{LSN: 1, SystemID: 1}, 2); !errors.Is(err, errTokenOtherCluster) || d.Snapshot() != (Token{}) {
+		t.Fatalf("merge(token of 1, cluster 2) = %v, session %+v", err, d.Snapshot())
 	}
-	if err := d.merge(Token{LSN: 3}, 2); err != nil || d.snapshot() != (Token{LSN: 3, SystemID: 2}) {
-		t.Fatalf("merge(unknown cluster token) = %v, session %+v", err, d.snapshot())
+	if err := d.merge(Token{LSN: 3}, 2); err != nil || d.Snapshot() != (Token{LSN: 3, SystemID: 2}) {
+		t.Fatalf("merge(unknown cluster token) = %v, session %+v", err, d.Snapshot())
 	}
 	if err := d.merge(Token{LSN: 4}, 5); !errors.Is(err, errTokenOtherCluster) || d.LSN() != 3 {
 		t.Fatalf("merge into a session of another cluster = %v, LSN %v", err, d.LSN())
@@ -90,8 +90,8 @@ func TestSessionTokenRoundTrip(t *testing.T) {
 	if err := other.Merge(tok); err != nil {
 		t.Fatal(err)
 	}
-	if other.snapshot() != s.snapshot() {
-		t.Fatalf("merged %+v, want %+v", other.snapshot(), s.snapshot())
+	if other.Snapshot() != s.Snapshot() {
+		t.Fatalf("merged %+v, want %+v", other.Snapshot(), s.Snapshot())
 	}
 }
 
@@ -119,7 +119,7 @@ func TestSessionConcurrentAdvance(t *testing.T) {
 				return
 			default:
 			}
-			snap := s.snapshot()
+			snap := s.Snapshot()
 			if snap.LSN < last {
 				readerErr = errors.New("watermark went backwards")
 				return
@@ -157,7 +157,7 @@ func TestSessionConcurrentAdvance(t *testing.T) {
 		t.Fatal(readerErr)
 	}
 	want := LSN(goroutines * perG)
-	if got := s.snapshot(); got != (Token{LSN: want, Timeline: tlOf(want), SystemID: 99}) {
+	if got := s.Snapshot(); got != (Token{LSN: want, Timeline: tlOf(want), SystemID: 99}) {
 		t.Fatalf("final %+v, want LSN %v timeline %d", got, want, tlOf(want))
 	}
 }

@@ -159,7 +159,7 @@ func (c TokenCodec) Decode(s string) (Token, error) {
 // encoded (signed, with an expiry) as Encode does. A nil session gives the
 // token of the zero LSN.
 func (c TokenCodec) SessionToken(s *Session) string {
-	return c.Encode(s.snapshot())
+	return c.Encode(s.Snapshot())
 }
 
 // encodeToken builds the text form; key may be empty (unsigned).
