@@ -14,6 +14,9 @@ var (
 	ErrBadConfig = errors.New("pgreplica: invalid configuration")
 	// ErrNoReachableHost reports that no host of the DSN answered.
 	ErrNoReachableHost = errors.New("pgreplica: no reachable host")
+	// ErrAmbiguousHost reports a host name that resolves to several
+	// addresses; such a host gets no statements.
+	ErrAmbiguousHost = errors.New("pgreplica: host name resolves to several addresses")
 	// ErrNoPrimary reports that no host is out of recovery: writes fail,
 	// reads still go to replicas.
 	ErrNoPrimary = errors.New("pgreplica: no primary")

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -149,6 +150,9 @@ func (n *node) probe(ctx context.Context) *nodeStatus {
 func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	fresh := n.probeConn == nil
 	if fresh {
+		if err := checkSingleAddress(ctx, n.host.Addr, net.DefaultResolver.LookupHost); err != nil {
+			return nil, err
+		}
 		c, err := n.inner.Connect(ctx)
 		if err != nil {
 			return nil, err
@@ -268,3 +272,24 @@ func (n *node) observeRTT(d time.Duration) {
 // lagTime returns how far behind the primary this replica was, in time,
 // at its last probe.
 func (n *node) lagTime() time.Duration { return time.Duration(n.lag.Load()) }
+
+// checkSingleAddress refuses a host name that resolves to several
+// addresses: the probe and each pooled connection could reach different
+// servers behind one name, and a role learnt from one would route
+// statements to another. Such a host is excluded (its status carries this
+// error) until its name resolves to one address. IP addresses and Unix
+// socket directories are not looked up.
+func checkSingleAddress(ctx context.Context, addr string, lookup func(context.Context, string) ([]string, error)) error {
+	if strings.HasPrefix(addr, "/") || net.ParseIP(addr) != nil {
+		return nil
+	}
+	addrs, err := lookup(ctx, addr)
+	if err != nil {
+		return err
+	}
+	if len(addrs) > 1 {
+		return fmt.Errorf("%w: host %s resolves to %d addresses (%s); list each server as its own host",
+			ErrAmbiguousHost, addr, len(addrs), strings.Join(addrs, ", "))
+	}
+	return nil
+}

@@ -465,6 +465,7 @@ func (c *Connector) takeFallbackSlot(ctx context.Context) error {
 		return nil
 	case <-t.C:
 		c.metrics.fallbackRejected.Add(1)
+		c.warnFallbackStorm()
 		return fmt.Errorf("%w: %d reads already fell back to the primary", ErrFallbackLimit, cap(c.fallbackSlots))
 	case <-ctx.Done():
 		return ctx.Err()
@@ -476,4 +477,16 @@ func (c *Connector) debugRoute(ctx context.Context, n *node, route string, pl re
 	if c.log.Enabled(ctx, slog.LevelDebug) {
 		c.log.DebugContext(ctx, "pgreplica: read", "host", n.name, "route", route, "need", pl.need, "replayed", known)
 	}
+}
+
+// warnFallbackStorm logs, at most once a second, that reads are being
+// refused because too many already fell back to the primary.
+func (c *Connector) warnFallbackStorm() {
+	now := time.Now().UnixNano()
+	last := c.lastStormLog.Load()
+	if now-last < int64(time.Second) || !c.lastStormLog.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn("pgreplica: fallback storm: reads refused, the primary already serves the maximum of fallback reads",
+		"max_primary_fallbacks", cap(c.fallbackSlots), "refused_total", c.metrics.fallbackRejected.Load())
 }
