@@ -21,6 +21,32 @@ const (
 	insertLSNSQL = "SELECT pg_current_wal_insert_lsn()::text"
 )
 
+// WAL page geometry of every PostgreSQL build we support: 8 kB pages,
+// whose first page of a segment carries a long header.
+const (
+	walPageSize       = 8192
+	walShortHeader    = 24 // SizeOfXLogShortPHD
+	walLongHeader     = 40 // SizeOfXLogLongPHD
+	walMinSegmentSize = 1 << 20
+)
+
+// reachableLSN maps an insert position that sits just past a page header
+// back to the page boundary. When the last record ended exactly at a page
+// end, pg_current_wal_insert_lsn() points past the next page's header, but
+// a replica's replay position stops at the boundary and only passes it
+// when the next record arrives — on an idle primary, seconds later. The
+// bytes in between are a header, not data, so the boundary is as good.
+func reachableLSN(l LSN) LSN {
+	off := uint64(l) % walPageSize
+	switch {
+	case off == walShortHeader:
+		return l - walShortHeader
+	case off == walLongHeader && uint64(l)%walMinSegmentSize == walLongHeader:
+		return l - walLongHeader
+	}
+	return l
+}
+
 func lsnSQL(async bool) string {
 	if async {
 		return insertLSNSQL
@@ -31,6 +57,7 @@ func lsnSQL(async bool) string {
 // mayBeAsync reports whether a write on p may commit asynchronously.
 func mayBeAsync(p *physical, cls stmtClass) bool {
 	if p.asyncCommit || cls.asyncCommit {
+		p.node.asyncSeen.Store(true)
 		return true
 	}
 	st := p.node.status.Load()
@@ -199,6 +226,7 @@ var errCommitRolledBack = errors.New("pgreplica: commit failed: the transaction 
 
 // observeWrite raises the process watermark and the context's session.
 func (c *Connector) observeWrite(ctx context.Context, n *node, lsn LSN) {
+	lsn = reachableLSN(lsn)
 	c.metrics.lsnCaptures.Add(1)
 	for {
 		cur := c.processLSN.Load()

@@ -86,12 +86,15 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 func (m *monitor) rebuild() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// Counted before the build: a probe counts only after its status is
+	// stored, so when all have counted, the build sees every status.
+	all := m.allProbed()
 	t := buildTopology(m.c.nodes, m.c.cfg.ExcludeSyncStandby)
 	m.c.measureLag(t)
 	m.c.publish(t)
 	close(m.changed)
 	m.changed = make(chan struct{})
-	if m.allProbed() || t.primary != nil && time.Since(m.started) > readyGrace {
+	if all || t.primary != nil && time.Since(m.started) > readyGrace {
 		m.readyMu.Do(func() { close(m.ready) })
 	}
 }

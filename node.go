@@ -85,6 +85,10 @@ type node struct {
 	// position; lag is the time lag (ns) as of the replica's last sample.
 	lagBytes atomic.Uint64
 	lag      atomic.Int64
+	// asyncSeen is set once a write on this node may have committed
+	// asynchronously: reads that bound what they saw then use the insert
+	// LSN.
+	asyncSeen atomic.Bool
 	// wakeCh asks the node's monitor loop for an early probe.
 	wakeCh chan struct{}
 	// probes counts finished probes.

@@ -207,9 +207,46 @@ func (c *Connector) queryPrimary(ctx context.Context, query string, cls stmtClas
 		freeSlot()
 	}
 	if cls.read {
+		if sess := SessionFrom(ctx); sess != nil {
+			// The primary showed the newest data: the session must never
+			// read older data afterwards (see advanceAfterPrimaryRead).
+			return &routedRows{Rows: rows, onClose: func(err error) {
+				if err == nil {
+					err = c.advanceAfterPrimaryRead(ctx, p, sess)
+				}
+				release(err)
+			}}, nil
+		}
 		return &routedRows{Rows: rows, onClose: release}, nil
 	}
 	return c.captureOnClose(ctx, p, cls, rows, release), nil
+}
+
+// advanceAfterPrimaryRead raises a session past what a read on the primary
+// could have seen, read on the same connection after the read: the flush
+// LSN, or the insert LSN when asynchronous commits are in play (their
+// commits are visible before they are flushed). Without it a session that
+// fell back to the primary could next read a replica that has its
+// watermark but not what the primary showed, and see the row go back in
+// time. One small round trip, for reads with a Session only.
+func (c *Connector) advanceAfterPrimaryRead(ctx context.Context, p *physical, sess *Session) error {
+	async := mayBeAsync(p, stmtClass{}) || p.node.asyncSeen.Load()
+	rows, err := queryInner(context.WithoutCancel(ctx), p.conn, lsnSQL(async), nil)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	v := make([]driver.Value, 1)
+	if err := rows.Next(v); err != nil {
+		return err
+	}
+	lsn, err := lsnValue(v[0])
+	if err != nil {
+		return err
+	}
+	st := p.node.status.Load()
+	sess.advance(reachableLSN(lsn), st.timeline, st.sysid)
+	return nil
 }
 
 // acquireReplicaMeasured is acquireReplica plus the metrics: wait time of

@@ -106,16 +106,18 @@ func (t *tx) Rollback() error {
 	return err
 }
 
-// afterReplicaTx raises the session past every snapshot a replica
-// transaction used (see advanceAfterRead).
+// afterReplicaTx raises the session past every snapshot a transaction
+// that only read used: on a replica (advanceAfterRead) or on the primary
+// (advanceAfterPrimaryRead).
 func (t *tx) afterReplicaTx(err error) error {
-	if err != nil || !t.replica {
-		return err
+	sess := SessionFrom(t.ctx)
+	if err != nil || sess == nil || t.wrote {
+		return err // a commit that wrote advanced the session already
 	}
-	if sess := SessionFrom(t.ctx); sess != nil {
+	if t.replica {
 		return t.cn.c.advanceAfterRead(t.ctx, t.res.Value(), sess)
 	}
-	return nil
+	return t.cn.c.advanceAfterPrimaryRead(t.ctx, t.res.Value(), sess)
 }
 
 // release ends the pin; a pinned session conn keeps its connection.
