@@ -1,0 +1,116 @@
+// Command pgreplica-check runs the consistency checker on a PostgreSQL
+// primary and two streaming replicas it starts on loopback from the local
+// server binaries (see package integration), and prints a report.
+//
+//	go run ./integration/checker/cmd/pgreplica-check -duration 1m
+//	go run ./integration/checker/cmd/pgreplica-check -long
+//
+// Each target runs the same workload in turn (see package checker). The
+// exit status is 0 when pgreplica showed no violation and no failed
+// operation and the naive router showed violations, 1 otherwise, 2 for bad
+// flags.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/integration/checker"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var (
+		duration = flag.Duration("duration", checker.DefaultDuration, "how long each target runs")
+		sessions = flag.Int("sessions", checker.DefaultSessions, "concurrent sessions")
+		keys     = flag.Int("keys", checker.DefaultKeys, "rows per session")
+		long     = flag.Bool("long", false, "long mode: 2m per target unless -duration is given, and pgreplica with lib/pq as well")
+		targets  = flag.String("targets", "pgreplica-session,pgreplica-process,naive", "comma-separated targets")
+		driver   = flag.String("driver", "pgx", "pgreplica's inner driver: pgx or pq")
+		seed     = flag.Uint64("seed", 0, "seed of the sessions' and the injector's choices (0: from the clock)")
+		details  = flag.Int("details", 10, "violations and errors to print per target")
+		binDir   = flag.String("bin", "", "directory of the PostgreSQL server binaries (default: $PGREPLICA_PG_BIN or the newest installed)")
+		verbose  = flag.Bool("v", false, "print progress")
+	)
+	flag.Parse()
+	durationSet := false
+	flag.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })
+	if *long && !durationSet {
+		*duration = 2 * time.Minute
+	}
+	var runs []checker.Options
+	for _, name := range strings.Split(*targets, ",") {
+		t, err := checker.ParseTarget(strings.TrimSpace(name))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		drivers := []string{*driver}
+		if *long && t.Pgreplica() && *driver == "pgx" {
+			drivers = append(drivers, "pq")
+		}
+		for _, d := range drivers {
+			runs = append(runs, checker.Options{Target: t, Driver: d, Sessions: *sessions, Keys: *keys, Duration: *duration, Seed: *seed})
+		}
+	}
+	logf := func(string, ...any) {}
+	if *verbose {
+		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cl, err := integration.Start(ctx, integration.Options{Replicas: 2, BinDir: *binDir, Logf: logf})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgreplica-check: starting the cluster: %v\n", err)
+		return 1
+	}
+	defer cl.Close()
+
+	ok := true
+	var reports []*checker.Report
+	for _, o := range runs {
+		o.Logf = logf
+		rep, err := checker.Run(ctx, cl, o)
+		if rep != nil {
+			reports = append(reports, rep)
+			rep.WriteDetails(os.Stdout, *details)
+			ok = ok && passed(rep)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pgreplica-check: %v\n", err)
+			ok = false
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	fmt.Println()
+	if err := checker.WriteTable(os.Stdout, reports...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+// passed applies the checker's verdict: pgreplica clean, the naive router
+// caught.
+func passed(r *checker.Report) bool {
+	if r.Target.Pgreplica() {
+		return len(r.Violations) == 0 && r.Errors == 0
+	}
+	return r.Count(checker.ReadYourWrites) > 0
+}

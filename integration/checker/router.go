@@ -1,0 +1,163 @@
+package checker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the naive router's driver, "pgx"
+
+	"github.com/pgreplica/pgreplica"
+)
+
+// Target is a way of routing the workload's statements to the cluster.
+type Target string
+
+// Targets.
+const (
+	// TargetSession: pgreplica, one *sql.DB, every operation of a workload
+	// session carries that session's pgreplica.Session (WithSession).
+	TargetSession Target = "pgreplica-session"
+	// TargetProcess: as TargetSession, except that reads of the session's
+	// own rows carry no requirement at all, as with context.Background():
+	// they rely on the driver's default "process" consistency.
+	TargetProcess Target = "pgreplica-process"
+	// TargetNaive: a plain pgx *sql.DB to the primary for writes and one
+	// per replica for reads, taken in turn; no positions, no waiting.
+	TargetNaive Target = "naive"
+)
+
+// Targets lists every target, pgreplica first.
+func Targets() []Target { return []Target{TargetSession, TargetProcess, TargetNaive} }
+
+// ParseTarget accepts a Target's name.
+func ParseTarget(s string) (Target, error) {
+	for _, t := range Targets() {
+		if string(t) == s {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("checker: unknown target %q (want %s, %s or %s)", s, TargetSession, TargetProcess, TargetNaive)
+}
+
+// Pgreplica reports whether the target runs through the pgreplica driver.
+func (t Target) Pgreplica() bool { return t == TargetSession || t == TargetProcess }
+
+// router holds the pools of one run.
+type router struct {
+	target Target
+	writer *sql.DB
+	// readers are the pools reads take in turn: the replicas for the
+	// naive router, the one pgreplica pool otherwise.
+	readers []*sql.DB
+	rr      atomic.Uint64
+	all     []*sql.DB
+}
+
+// openRouter opens the pools of target t and checks they answer.
+func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err error) {
+	r := &router{target: o.Target}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, r.close())
+		}
+	}()
+	open := func(driverName, dsn string) (*sql.DB, error) {
+		db, err := sql.Open(driverName, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("checker: opening %s: %w", driverName, err)
+		}
+		r.all = append(r.all, db)
+		// Keep a pooled connection per session: reconnecting would
+		// dominate the naive router's timing.
+		db.SetMaxIdleConns(o.Sessions + 1)
+		if err := db.PingContext(ctx); err != nil {
+			return nil, fmt.Errorf("checker: connecting with %s: %w", driverName, err)
+		}
+		return db, nil
+	}
+	if t := o.Target; t.Pgreplica() {
+		dsn := withParams(cl.DSN(), "application_name", "pgreplica_checker", "pgreplica_driver", o.Driver)
+		db, err := open(pgreplica.DriverName, dsn)
+		if err != nil {
+			return r, err
+		}
+		r.writer, r.readers = db, []*sql.DB{db}
+		return r, nil
+	}
+	if r.writer, err = open("pgx", withParams(cl.NodeDSN(cl.Primary()), "application_name", "naive_checker")); err != nil {
+		return r, err
+	}
+	for _, i := range replicasOf(cl) {
+		db, err := open("pgx", withParams(cl.NodeDSN(i), "application_name", "naive_checker"))
+		if err != nil {
+			return r, err
+		}
+		r.readers = append(r.readers, db)
+	}
+	if len(r.readers) == 0 {
+		return r, errors.New("checker: the naive router needs at least one replica")
+	}
+	return r, nil
+}
+
+// withParams adds query parameters (name, value pairs) to a URL DSN. It
+// appends rather than parsing, because net/url rejects the multi-host form
+// postgres://h1:p1,h2:p2/db.
+func withParams(dsn string, kv ...string) string {
+	var b strings.Builder
+	b.WriteString(dsn)
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		b.WriteString(sep + url.QueryEscape(kv[i]) + "=" + url.QueryEscape(kv[i+1]))
+		sep = "&"
+	}
+	return b.String()
+}
+
+// reader returns the pool the next read uses.
+func (r *router) reader() *sql.DB {
+	if len(r.readers) == 1 {
+		return r.readers[0]
+	}
+	return r.readers[r.rr.Add(1)%uint64(len(r.readers))]
+}
+
+// withRequirement attaches what the target asks of an operation on a row
+// that is (own) or is not the session's.
+func (r *router) withRequirement(ctx context.Context, s *pgreplica.Session, own bool) context.Context {
+	switch {
+	case r.target == TargetSession, r.target == TargetProcess && !own:
+		return pgreplica.WithSession(ctx, s)
+	}
+	return ctx
+}
+
+// stats returns the pgreplica connector's counters, or nil for the naive
+// router.
+func (r *router) stats(ctx context.Context) (*pgreplica.Stats, error) {
+	if !r.target.Pgreplica() {
+		return nil, nil
+	}
+	c, err := pgreplica.ConnectorOf(ctx, r.writer)
+	if err != nil {
+		return nil, fmt.Errorf("checker: %w", err)
+	}
+	s := c.Stats()
+	return &s, nil
+}
+
+func (r *router) close() error {
+	var errs []error
+	for _, db := range r.all {
+		errs = append(errs, db.Close())
+	}
+	return errors.Join(errs...)
+}

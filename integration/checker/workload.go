@@ -1,0 +1,184 @@
+package checker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pgreplica/pgreplica"
+)
+
+// maxFailuresInRow stops a session whose operations keep failing.
+const maxFailuresInRow = 20
+
+// runSessions runs o.Sessions concurrent sessions until o.Duration has
+// passed and returns their logs.
+func runSessions(ctx context.Context, r *router, cl Cluster, o *Options) ([][]Op, error) {
+	logs := make([][]Op, o.Sessions)
+	errs := make([]error, o.Sessions)
+	deadline := time.Now().Add(o.Duration)
+	st := statementsFor(o.Table)
+	nodes := portMap(cl)
+	hot := make([]atomic.Int32, o.Sessions)
+	var wg sync.WaitGroup
+	for id := range o.Sessions {
+		c := &client{id: id, r: r, st: st, nodes: nodes, primary: cl.Primary()}
+		if o.Target.Pgreplica() {
+			c.session = pgreplica.NewSession()
+		}
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(id)))
+		wg.Go(func() { logs[id], errs[id] = runSession(ctx, c, o, rng, deadline, hot) })
+	}
+	wg.Wait()
+	return logs, errors.Join(errs...)
+}
+
+// loop is one workload session's state.
+//
+// A round writes one of the session's rows and reads it back at once
+// (every other round on average, so that the session's watermark sometimes
+// ages and its reads spread over replicas at different lag), reads another
+// session's row three times, re-reads the other session's row it read last
+// round, and reads one of its own rows again. hot[s] is the row session s is
+// writing: a session writes the same row focusWrites times in a row, and
+// most reads of other sessions' rows take their hot row, which changes
+// while it is read and so may differ between the nodes.
+//
+// When the primary served a read of another session's row (a router's
+// fallback), the session chases it: it reads the row again at once, up to
+// chaseReads times until a replica serves it, and refreshes it in each of
+// the next refreshRounds rounds without writing meanwhile, as a user
+// reloading a page would. The primary showed the newest version; a router
+// that forgets it sends the next read to a replica that has just reached
+// the session's watermark but not that version.
+type loop struct {
+	c        *client
+	o        *Options
+	rng      *rand.Rand
+	hot      []atomic.Int32
+	log      []Op
+	failures int // operations failed in a row
+	refresh  map[Key]int
+	versions []int // last version tried per own row
+	k        int   // the own row being written
+	writes   int
+	prev     *Key // the other session's row read last round
+}
+
+// Workload shape; see loop.
+const (
+	focusWrites   = 4
+	chaseReads    = 4
+	refreshRounds = 5
+)
+
+func runSession(ctx context.Context, c *client, o *Options, rng *rand.Rand, deadline time.Time, hot []atomic.Int32) ([]Op, error) {
+	s := &loop{c: c, o: o, rng: rng, hot: hot, refresh: map[Key]int{}, versions: make([]int, o.Keys)}
+	for round := 0; time.Now().Before(deadline); round++ {
+		if err := ctx.Err(); err != nil {
+			return s.log, err
+		}
+		if err := s.round(ctx, round); err != nil {
+			return s.log, err
+		}
+	}
+	return s.log, nil
+}
+
+func (s *loop) round(ctx context.Context, round int) error {
+	c := s.c
+	readPath := pathQuery
+	if round%4 == 3 {
+		readPath = pathReadTx
+	}
+	if s.rng.IntN(2) == 0 && len(s.refresh) == 0 {
+		if s.writes%focusWrites == 0 {
+			s.k = s.rng.IntN(s.o.Keys)
+		}
+		s.writes++
+		// A failed write may have committed: never reuse its version.
+		s.versions[s.k]++
+		own := Key{Owner: c.id, N: s.k}
+		s.hot[c.id].Store(int32(s.k))
+		writePaths := [...]string{pathExec, pathReturning, pathTx}
+		if err := s.record(c.write(ctx, own, s.versions[s.k], writePaths[round%len(writePaths)])); err != nil {
+			return err
+		}
+		if err := s.read(ctx, own, readPath, "own-now"); err != nil {
+			return err
+		}
+	}
+	// Another session's row right after the write: it needs the new
+	// watermark too, so it is the read most likely to fall back to the
+	// primary, which shows versions no replica has yet.
+	other := Key{Owner: (c.id + 1 + s.rng.IntN(s.o.Sessions-1)) % s.o.Sessions, N: s.rng.IntN(s.o.Keys)}
+	if round%4 != 0 {
+		other.N = int(s.hot[other.Owner].Load())
+	}
+	for i, path := range []string{pathQuery, readPath, pathQuery} {
+		role := "other"
+		if i > 0 {
+			role = "other-again"
+		}
+		if err := s.read(ctx, other, path, role); err != nil {
+			return err
+		}
+	}
+	if s.prev != nil {
+		if err := s.read(ctx, *s.prev, pathQuery, "other-later"); err != nil {
+			return err
+		}
+	}
+	s.prev = &other
+	if err := s.read(ctx, Key{Owner: c.id, N: s.rng.IntN(s.o.Keys)}, pathQuery, "own-later"); err != nil {
+		return err
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(s.refresh), compareKeys) {
+		if s.refresh[k]--; s.refresh[k] <= 0 {
+			delete(s.refresh, k)
+		}
+		if err := s.read(ctx, k, pathQuery, "refresh"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// read reads a row and chases it when the primary served another
+// session's row.
+func (s *loop) read(ctx context.Context, k Key, path, role string) error {
+	op := s.c.read(ctx, k, path, role)
+	if err := s.record(op); err != nil {
+		return err
+	}
+	for i := 0; i < chaseReads && op.Err == nil && !op.Own() && op.Node == s.c.primary; i++ {
+		s.refresh[k] = refreshRounds
+		op = s.c.read(ctx, k, pathQuery, "refresh")
+		if err := s.record(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// record appends op to the log. It fails once maxFailuresInRow operations
+// in a row have failed: the cluster or the router is broken and the
+// history would say nothing.
+func (s *loop) record(op Op) error {
+	op.Seq = len(s.log)
+	s.log = append(s.log, op)
+	if op.Err == nil {
+		s.failures = 0
+		return nil
+	}
+	if s.failures++; s.failures >= maxFailuresInRow {
+		return fmt.Errorf("checker: session %d: %d operations in a row failed, the last: %w", s.c.id, s.failures, op.Err)
+	}
+	return nil
+}
