@@ -259,9 +259,11 @@ func (c *Connector) acquireReplicaMeasured(ctx context.Context, t *topology, pl 
 		c.metrics.tokenedReads.Add(1)
 		c.metrics.wait.observe(time.Since(start))
 	}
-	var nf *NoFreshReplicaError
-	if errors.As(err, &nf) {
-		c.metrics.noteFallback(nf.Reason, tokened, pl.fallback == FallbackError)
+	if err != nil {
+		var nf *NoFreshReplicaError
+		if errors.As(err, &nf) {
+			c.metrics.noteFallback(nf.Reason, tokened, pl.fallback == FallbackError)
+		}
 	}
 	return res, known, err
 }

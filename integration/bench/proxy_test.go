@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"bytes"
+	"net"
+	"sync"
+)
+
+// countingProxy forwards TCP connections to one server and counts each
+// connection's round trips: one per flight of client bytes that follows
+// an answer from the server (or starts the connection). Bytes the client
+// sends before the server answered belong to the same flight, so a
+// pipelined batch counts once, however many messages it holds.
+//
+// Only connections whose client bytes ever contained marker are counted:
+// the benchmark's statements name a table that contains it, and
+// pgreplica's monitor connections never do.
+type countingProxy struct {
+	ln     net.Listener
+	target string
+	marker []byte
+
+	mu     sync.Mutex
+	conns  []*proxiedConn
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type proxiedConn struct {
+	client, server net.Conn
+
+	mu       sync.Mutex
+	flights  int
+	answered bool // the server spoke since the client's last flight
+	marked   bool
+	tail     []byte // the client stream's last len(marker)-1 bytes
+}
+
+func newCountingProxy(target, marker string) (*countingProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &countingProxy{ln: ln, target: target, marker: []byte(marker)}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the host:port clients connect to.
+func (p *countingProxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *countingProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		pc := &proxiedConn{client: client, server: server, answered: true}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			client.Close()
+			server.Close()
+			return
+		}
+		p.conns = append(p.conns, pc)
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pump(pc, client, server, pc.fromClient)
+		go p.pump(pc, server, client, pc.fromServer)
+	}
+}
+
+// pump copies src to dst, reporting every chunk before forwarding it, and
+// closes both sides when either ends.
+func (p *countingProxy) pump(pc *proxiedConn, src, dst net.Conn, seen func(chunk, marker []byte)) {
+	defer p.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			seen(buf[:n], p.marker)
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				err = werr
+			}
+		}
+		if err != nil { // EOF, reset or closed: the pair ends either way
+			pc.client.Close()
+			pc.server.Close()
+			return
+		}
+	}
+}
+
+func (pc *proxiedConn) fromClient(chunk, marker []byte) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.answered {
+		pc.flights++
+		pc.answered = false
+	}
+	if !pc.marked {
+		window := append(pc.tail, chunk...)
+		pc.marked = bytes.Contains(window, marker)
+		keep := min(len(window), len(marker)-1)
+		pc.tail = append(pc.tail[:0], window[len(window)-keep:]...)
+	}
+}
+
+func (pc *proxiedConn) fromServer([]byte, []byte) {
+	pc.mu.Lock()
+	pc.answered = true
+	pc.mu.Unlock()
+}
+
+// flightCounts returns the flights so far of every connection, marked or
+// not, keyed by connection.
+func (p *countingProxy) flightCounts() map[*proxiedConn]int {
+	p.mu.Lock()
+	conns := append([]*proxiedConn(nil), p.conns...)
+	p.mu.Unlock()
+	out := make(map[*proxiedConn]int, len(conns))
+	for _, pc := range conns {
+		pc.mu.Lock()
+		out[pc] = pc.flights
+		pc.mu.Unlock()
+	}
+	return out
+}
+
+// roundTripsSince sums the flights made since before on the connections
+// that are marked now (a connection opened since then counts in full: its
+// start-up is part of the cost).
+func (p *countingProxy) roundTripsSince(before map[*proxiedConn]int) int {
+	total := 0
+	for pc, n := range p.flightCounts() {
+		pc.mu.Lock()
+		marked := pc.marked
+		pc.mu.Unlock()
+		if marked {
+			total += n - before[pc]
+		}
+	}
+	return total
+}
+
+// Close stops accepting, cuts every connection and waits for the pumps.
+func (p *countingProxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	conns := p.conns
+	p.mu.Unlock()
+	err := p.ln.Close()
+	for _, pc := range conns {
+		pc.client.Close()
+		pc.server.Close()
+	}
+	p.wg.Wait()
+	return err
+}
