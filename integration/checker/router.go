@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -81,7 +82,11 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 		return db, nil
 	}
 	if t := o.Target; t.Pgreplica() {
-		dsn := withParams(cl.DSN(), "application_name", "pgreplica_checker", "pgreplica_driver", o.Driver)
+		// Every session may fall back to the primary at once during a
+		// pause: the checker tests consistency, not the fallback bound
+		// (which would refuse reads with ErrFallbackLimit, by design).
+		dsn := withParams(cl.DSN(), "application_name", "pgreplica_checker", "pgreplica_driver", o.Driver,
+			"pgreplica_max_primary_fallbacks", strconv.Itoa(o.Sessions), "pgreplica_max_conns_per_host", strconv.Itoa(2*o.Sessions))
 		db, err := open(pgreplica.DriverName, dsn)
 		if err != nil {
 			return r, err
