@@ -40,13 +40,13 @@ var (
 // ExecContext runs a statement on the primary (or the pinned/transaction
 // connection).
 func (cn *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	return cn.exec(ctx, query, classify(query), args)
+	return cn.exec(ctx, query, cn.c.classes.classify(query), args)
 }
 
 // QueryContext runs a query on a replica when it is provably a read and the
 // context's requirement allows it, else on the primary.
 func (cn *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return cn.query(ctx, query, classify(query), args)
+	return cn.query(ctx, query, cn.c.classes.classify(query), args)
 }
 
 func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue) (driver.Result, error) {
@@ -153,7 +153,7 @@ func (cn *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, 
 	if cn.closed {
 		return nil, driver.ErrBadConn
 	}
-	return &stmt{cn: cn, query: query, cls: classify(query)}, nil
+	return &stmt{cn: cn, query: query, cls: cn.c.classes.classify(query)}, nil
 }
 
 // Prepare implements driver.Conn.

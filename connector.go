@@ -33,6 +33,8 @@ type Connector struct {
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
 	metrics     metrics
+	// classes caches the classification of long statements.
+	classes classCache
 	// lastStormLog rate-limits the fallback-storm warning (unix ns).
 	lastStormLog atomic.Int64
 	// fallbackSlots bounds concurrent reads that fell back to the primary.
