@@ -241,7 +241,7 @@ func (c *Connector) observeWrite(ctx context.Context, n *node, lsn LSN) {
 		if st != nil {
 			tl, sysid = st.timeline, st.sysid
 		}
-		req.session.advance(lsn, tl, sysid)
+		req.session.advanceWrite(lsn, tl, sysid)
 	}
 }
 

@@ -39,6 +39,34 @@ type Session struct {
 	lsn      atomic.Uint64
 	timeline atomic.Uint32
 	sysid    atomic.Uint64
+	// wrote is the highest LSN a write made with this session committed
+	// at; reads and merged tokens do not raise it (see WriteLSN).
+	wrote atomic.Uint64
+}
+
+// WriteLSN returns the highest position a write made with this session
+// committed at (0 if none). Unlike LSN, reads and merged tokens do not raise
+// it, so comparing it before and after a request tells whether the request
+// wrote: an HTTP middleware can then hand the token back after a write on
+// any method without setting a cookie on every read.
+func (s *Session) WriteLSN() LSN {
+	if s == nil {
+		return 0
+	}
+	return LSN(s.wrote.Load())
+}
+
+// advanceWrite is advance for a write's commit position.
+func (s *Session) advanceWrite(lsn LSN, timeline uint32, sysid uint64) {
+	if !s.advance(lsn, timeline, sysid) {
+		return
+	}
+	for {
+		cur := s.wrote.Load()
+		if uint64(lsn) <= cur || s.wrote.CompareAndSwap(cur, uint64(lsn)) {
+			return
+		}
+	}
 }
 
 // NewSession returns an empty session: its watermark is the zero LSN, so its

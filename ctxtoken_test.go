@@ -325,3 +325,23 @@ func BenchmarkSessionAdvanceParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestSessionWriteLSN(t *testing.T) {
+	s := NewSession()
+	s.advance(100, 1, 7) // a read
+	if s.WriteLSN() != 0 || s.LSN() != 100 {
+		t.Fatalf("after a read: write %s, lsn %s", s.WriteLSN(), s.LSN())
+	}
+	s.advanceWrite(200, 1, 7)
+	s.advanceWrite(150, 1, 7) // never lowers
+	if s.WriteLSN() != 200 || s.LSN() != 200 {
+		t.Fatalf("after writes: write %s, lsn %s", s.WriteLSN(), s.LSN())
+	}
+	s.advanceWrite(300, 1, 8) // another cluster: ignored
+	if s.WriteLSN() != 200 {
+		t.Fatalf("a write on another cluster moved the session to %s", s.WriteLSN())
+	}
+	if (*Session)(nil).WriteLSN() != 0 {
+		t.Fatal("nil session")
+	}
+}

@@ -76,13 +76,14 @@
 //
 // # When the token is written back
 //
-// Only when the request advanced the session, so pages that wrote nothing
-// set no cookie. The driver also advances a session after replica reads
-// (monotonic reads), which on a busy cluster is nearly every read; by
-// default (WriteBackUnsafe) only requests with an unsafe method (POST,
-// PUT, PATCH, DELETE, ...) write back, so GETs never set a cookie. An
-// application whose GET handlers write to the database should use
-// WriteBackAlways.
+// When the request wrote through the session (Session.WriteLSN rose),
+// whatever its method, so pages that wrote nothing set no cookie. The
+// driver also advances a session after replica reads (monotonic reads),
+// which on a busy cluster is nearly every read; by default
+// (WriteBackUnsafe) such read-only advances are written back only by
+// requests with an unsafe method (POST, PUT, PATCH, DELETE, ...), so a GET
+// that only read sets no cookie. WriteBackAlways writes them back on every
+// method, for monotonic reads across page loads.
 //
 // # Cookies, headers and the store
 //

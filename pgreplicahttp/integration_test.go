@@ -260,3 +260,50 @@ func TestStreamingAndHijackOnCluster(t *testing.T) {
 		t.Fatalf("after a hijacked write, another tab: %s %q from node %d", p.resp.Status, p.body, nodeOf(t, p.resp))
 	}
 }
+
+// TestGetThatWritesHandsTokenBack: a GET handler that writes (a "mark as
+// read" link) passes its token on under the default policy; a GET that
+// only reads sets no cookie.
+func TestGetThatWritesHandsTokenBack(t *testing.T) {
+	db := openDB(t)
+	table := itemsTable(t, db)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /touch", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := db.ExecContext(r.Context(), "INSERT INTO "+table+" (v) VALUES ('touched')"); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /look", func(w http.ResponseWriter, r *http.Request) {
+		var n int
+		if err := db.QueryRowContext(r.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := httptest.NewTLSServer(pgreplicahttp.Middleware(pgreplicahttp.Options{})(mux))
+	defer srv.Close()
+	c := anonymous(srv)
+	p := do(t, c, http.MethodGet, srv.URL+"/touch", "", nil)
+	if p.resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("GET /touch: %s", p.resp.Status)
+	}
+	if !hasTokenCookie(p.resp) {
+		t.Fatal("a GET that wrote set no token cookie: the next request could miss the write")
+	}
+	p = do(t, c, http.MethodGet, srv.URL+"/look", "", nil)
+	if hasTokenCookie(p.resp) {
+		t.Fatalf("a GET that only read set %v", p.resp.Cookies())
+	}
+}
+
+func hasTokenCookie(resp *http.Response) bool {
+	for _, ck := range resp.Cookies() {
+		if ck.Name == pgreplicahttp.DefaultCookieName && ck.Value != "" && ck.MaxAge >= 0 {
+			return true
+		}
+	}
+	return false
+}

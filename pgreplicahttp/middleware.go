@@ -56,9 +56,11 @@ type exchange struct {
 	w       http.ResponseWriter // the server's writer
 	session *pgreplica.Session
 
-	start     pgreplica.LSN // the watermark the client brought
-	writeBack bool          // the policy lets this request write back
-	badCookie bool          // delete the client's cookie unless replaced
+	start pgreplica.LSN // the watermark the client brought
+	// startWrite is the session's write position when the handler began.
+	startWrite pgreplica.LSN
+	writeBack  bool // the policy lets this request write back
+	badCookie  bool // delete the client's cookie unless replaced
 
 	storeKey string // "" when the request does not use the store
 	stored   pgreplica.LSN
@@ -76,6 +78,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	x.readStore()
 	x.start = x.session.LSN()
+	x.startWrite = x.session.WriteLSN()
 	x.writeBack = h.o.WriteBack == WriteBackAlways || !safeMethod(r.Method)
 
 	rw, ww := wrap(w, x.beforeHeaders)
@@ -146,10 +149,11 @@ func (x *exchange) readStore() {
 	x.stored = tok.LSN
 }
 
-// advanced reports whether the session moved past what the client and the
-// store already have, in a request that may write back.
+// advanced reports whether the token must go back: the request wrote
+// through the session (any method), or the session moved past what the
+// client and the store already have in a request that may write back.
 func (x *exchange) advanced() bool {
-	return x.writeBack && x.session.LSN() > x.start
+	return x.session.WriteLSN() > x.startWrite || x.writeBack && x.session.LSN() > x.start
 }
 
 // beforeHeaders runs once, just before the response headers leave.

@@ -55,11 +55,11 @@ type WriteBackPolicy uint8
 // of every anonymous visitor), so by default only requests with an unsafe
 // method write back.
 const (
-	// WriteBackUnsafe (the default) writes the token back when the session
-	// advanced during a request whose method is not safe in the sense of
-	// RFC 9110 §9.2.1 (anything but GET, HEAD, OPTIONS and TRACE). A GET
-	// handler that writes to the database does not pass its token on under
-	// this policy; use WriteBackAlways for such an application.
+	// WriteBackUnsafe (the default) writes the token back when the request
+	// wrote through the session (Session.WriteLSN rose), whatever the
+	// method, and when the session advanced at all during a request whose
+	// method is not safe in the sense of RFC 9110 §9.2.1 (anything but GET,
+	// HEAD, OPTIONS and TRACE). A GET that only read sets no cookie.
 	WriteBackUnsafe WriteBackPolicy = iota
 	// WriteBackAlways writes the token back whenever the session
 	// advanced, whatever the method. The client then also gets monotonic
