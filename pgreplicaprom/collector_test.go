@@ -3,7 +3,6 @@ package pgreplicaprom_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration/exportertest"
 	"github.com/pgreplica/pgreplica/pgreplicaprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -42,10 +42,10 @@ func TestMetricsEndpoint(t *testing.T) {
 	defer srv.Close()
 
 	const writes, replicaReads, primaryReads = 5, 20, 3
-	runWorkload(t, ctx, db, writes, replicaReads, primaryReads)
-	paused := awaitPausedAndLagging(t, ctx, conn)
+	exportertest.Run(t, ctx, cluster, db, writes, replicaReads, primaryReads)
+	paused := exportertest.AwaitPausedAndLagging(t, ctx, cluster, conn)
 	want := conn.Stats()
-	checkWorkload(t, want, writes, primaryReads)
+	exportertest.Check(t, want, writes, primaryReads)
 
 	// Scrape while untokened reads keep running (from the first one on).
 	stop, started := make(chan struct{}), make(chan struct{})
@@ -182,137 +182,9 @@ func prometheusNS(t *testing.T, c *pgreplica.Connector, ns string) prometheus.Ga
 	return reg
 }
 
-// open returns a pgreplica *sql.DB on the cluster and its connector, with
-// a short wait budget and fast probes so the test does not wait long.
+// open is exportertest.Open with this package's application name.
 func open(t *testing.T, ctx context.Context) (*sql.DB, *pgreplica.Connector) {
-	t.Helper()
-	zones := make([]string, cluster.Len())
-	for i := range zones {
-		zones[i] = fmt.Sprintf("z%d", i)
-	}
-	dsn := cluster.DSN() + "&application_name=pgreplicaprom_test&pgreplica_wait_budget=50ms" +
-		"&pgreplica_monitor_interval=50ms&pgreplica_zones=" + strings.Join(zones, ",")
-	db, err := sql.Open("pgreplica", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	c, err := pgreplica.ConnectorOf(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, c
-}
-
-// runWorkload writes, reads from replicas and the primary, then pauses
-// replay on every replica (resumed at cleanup) and makes one session read
-// fall back and one fail.
-func runWorkload(t *testing.T, ctx context.Context, db *sql.DB, writes, replicaReads, primaryReads int) {
-	t.Helper()
-	tbl := fmt.Sprintf("prom_%d", time.Now().UnixNano())
-	exec := func(ctx context.Context, q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(ctx, "CREATE TABLE "+tbl+" (id serial PRIMARY KEY, v text)")
-	t.Cleanup(func() { db.ExecContext(context.Background(), "DROP TABLE "+tbl) })
-	for i := range writes {
-		exec(ctx, "INSERT INTO "+tbl+" (v) VALUES ($1)", strconv.Itoa(i))
-	}
-	if err := cluster.WaitCaughtUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	for range replicaReads {
-		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+tbl).Scan(&n); err != nil || n != writes {
-			t.Fatalf("replica read: %d rows, %v", n, err)
-		}
-	}
-	for range primaryReads {
-		if err := db.QueryRowContext(pgreplica.WithPrimary(ctx), "SELECT count(*) FROM "+tbl).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	for i := range cluster.Len() {
-		if i == cluster.Primary() {
-			continue
-		}
-		if err := cluster.PauseReplay(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := cluster.ResumeReplay(context.Background(), i); err != nil {
-				t.Errorf("resume replay on node %d: %v", i, err)
-			}
-		})
-	}
-	sctx := pgreplica.WithSession(ctx, pgreplica.NewSession())
-	exec(sctx, "INSERT INTO "+tbl+" (v) VALUES ('fresh')")
-	exec(sctx, "INSERT INTO "+tbl+" (v) VALUES ('fresher')")
-	if err := db.QueryRowContext(sctx, "SELECT count(*) FROM "+tbl).Scan(&n); err != nil || n != writes+2 {
-		t.Fatalf("session read with replay paused: %d rows, %v; want %d from the primary", n, err, writes+2)
-	}
-	err := db.QueryRowContext(pgreplica.WithFallback(sctx, pgreplica.FallbackError), "SELECT count(*) FROM "+tbl).Scan(&n)
-	if !errors.Is(err, pgreplica.ErrNoFreshReplica) {
-		t.Fatalf("replica-only session read with replay paused: %v, want ErrNoFreshReplica", err)
-	}
-}
-
-// checkWorkload checks that the workload left its marks in Stats.
-func checkWorkload(t *testing.T, s pgreplica.Stats, writes, primaryReads int64) {
-	t.Helper()
-	for _, c := range []struct {
-		what      string
-		got, want int64
-	}{
-		{"replica reads", s.ReplicaReads, 1},
-		{"primary reads", s.PrimaryReads, primaryReads},
-		{"fallback reads", s.FallbackReads, 1},
-		{"timeout fallbacks", s.Fallbacks[pgreplica.ReasonTimeout], 1},
-		{"timeout failures", s.FailedReads[pgreplica.ReasonTimeout], 1},
-		{"tokened reads", s.TokenedReads, 3},
-		{"tokened fallbacks", s.TokenedFallbacks, 2},
-		{"LSN captures", s.LSNCaptures, writes + 2},
-		{"waits", s.Wait.Count, 3},
-	} {
-		if c.got < c.want {
-			t.Errorf("Stats: %s = %d, want >= %d", c.what, c.got, c.want)
-		}
-	}
-	// Two reads waited out the 50ms budget.
-	if s.Wait.Sum < 100*time.Millisecond {
-		t.Errorf("Stats: wait sum %v, want >= 100ms", s.Wait.Sum)
-	}
-}
-
-// awaitPausedAndLagging waits until the monitor has seen every replica
-// paused and behind, in bytes and in time.
-func awaitPausedAndLagging(t *testing.T, ctx context.Context, c *pgreplica.Connector) []string {
-	t.Helper()
-	for {
-		var paused []string
-		ok := true
-		for _, n := range c.Stats().Nodes {
-			if n.Role != "replica" {
-				continue
-			}
-			if !n.ReplayPaused || n.LagBytes == 0 || n.LagTime == 0 {
-				ok = false
-			}
-			paused = append(paused, fmt.Sprintf("%s lag %dB %v", n.Addr, n.LagBytes, n.LagTime.Round(time.Millisecond)))
-		}
-		if ok && len(paused) == cluster.Len()-1 {
-			return paused
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("replicas not seen paused and lagging: %v", paused)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return exportertest.Open(t, ctx, cluster, "pgreplicaprom_test")
 }
 
 func scrape(t *testing.T, url string) string {

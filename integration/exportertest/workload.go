@@ -1,0 +1,154 @@
+// Package exportertest drives a pgreplica connector through the figures
+// Stats reports (replica, primary and fallback reads, a failed replica-only
+// read, waits, LSN captures, paused and lagging replicas) on a real
+// cluster, for the tests of metric exporters such as pgreplicaprom and
+// pgreplicaotel.
+package exportertest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration"
+)
+
+// Open returns a pgreplica *sql.DB on the cluster and its connector, with
+// a short wait budget and fast probes so the test does not wait long. The
+// hosts get zones z0, z1, … so exporters show a zone label.
+func Open(t testing.TB, ctx context.Context, cluster *integration.Cluster, app string) (*sql.DB, *pgreplica.Connector) {
+	t.Helper()
+	zones := make([]string, cluster.Len())
+	for i := range zones {
+		zones[i] = fmt.Sprintf("z%d", i)
+	}
+	dsn := cluster.DSN() + "&application_name=" + app + "&pgreplica_wait_budget=50ms" +
+		"&pgreplica_monitor_interval=50ms&pgreplica_zones=" + strings.Join(zones, ",")
+	db, err := sql.Open("pgreplica", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	c, err := pgreplica.ConnectorOf(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, c
+}
+
+// Run writes, reads from replicas and the primary, then pauses replay on
+// every replica (resumed at cleanup) and makes one session read fall back
+// and one fail.
+func Run(t testing.TB, ctx context.Context, cluster *integration.Cluster, db *sql.DB, writes, replicaReads, primaryReads int) {
+	t.Helper()
+	tbl := fmt.Sprintf("exporter_%d", time.Now().UnixNano())
+	exec := func(ctx context.Context, q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(ctx, "CREATE TABLE "+tbl+" (id serial PRIMARY KEY, v text)")
+	t.Cleanup(func() { db.ExecContext(context.Background(), "DROP TABLE "+tbl) })
+	for i := range writes {
+		exec(ctx, "INSERT INTO "+tbl+" (v) VALUES ($1)", strconv.Itoa(i))
+	}
+	if err := cluster.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for range replicaReads {
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+tbl).Scan(&n); err != nil || n != writes {
+			t.Fatalf("replica read: %d rows, %v", n, err)
+		}
+	}
+	for range primaryReads {
+		if err := db.QueryRowContext(pgreplica.WithPrimary(ctx), "SELECT count(*) FROM "+tbl).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for i := range cluster.Len() {
+		if i == cluster.Primary() {
+			continue
+		}
+		if err := cluster.PauseReplay(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := cluster.ResumeReplay(context.Background(), i); err != nil {
+				t.Errorf("resume replay on node %d: %v", i, err)
+			}
+		})
+	}
+	sctx := pgreplica.WithSession(ctx, pgreplica.NewSession())
+	exec(sctx, "INSERT INTO "+tbl+" (v) VALUES ('fresh')")
+	exec(sctx, "INSERT INTO "+tbl+" (v) VALUES ('fresher')")
+	if err := db.QueryRowContext(sctx, "SELECT count(*) FROM "+tbl).Scan(&n); err != nil || n != writes+2 {
+		t.Fatalf("session read with replay paused: %d rows, %v; want %d from the primary", n, err, writes+2)
+	}
+	err := db.QueryRowContext(pgreplica.WithFallback(sctx, pgreplica.FallbackError), "SELECT count(*) FROM "+tbl).Scan(&n)
+	if !errors.Is(err, pgreplica.ErrNoFreshReplica) {
+		t.Fatalf("replica-only session read with replay paused: %v, want ErrNoFreshReplica", err)
+	}
+}
+
+// Check checks that Run left its marks in Stats.
+func Check(t testing.TB, s pgreplica.Stats, writes, primaryReads int64) {
+	t.Helper()
+	for _, c := range []struct {
+		what      string
+		got, want int64
+	}{
+		{"replica reads", s.ReplicaReads, 1},
+		{"primary reads", s.PrimaryReads, primaryReads},
+		{"fallback reads", s.FallbackReads, 1},
+		{"timeout fallbacks", s.Fallbacks[pgreplica.ReasonTimeout], 1},
+		{"timeout failures", s.FailedReads[pgreplica.ReasonTimeout], 1},
+		{"tokened reads", s.TokenedReads, 3},
+		{"tokened fallbacks", s.TokenedFallbacks, 2},
+		{"LSN captures", s.LSNCaptures, writes + 2},
+		{"waits", s.Wait.Count, 3},
+	} {
+		if c.got < c.want {
+			t.Errorf("Stats: %s = %d, want >= %d", c.what, c.got, c.want)
+		}
+	}
+	// Two reads waited out the 50ms budget.
+	if s.Wait.Sum < 100*time.Millisecond {
+		t.Errorf("Stats: wait sum %v, want >= 100ms", s.Wait.Sum)
+	}
+}
+
+// AwaitPausedAndLagging waits until the monitor has seen every replica
+// paused and behind, in bytes and in time, and describes them.
+func AwaitPausedAndLagging(t testing.TB, ctx context.Context, cluster *integration.Cluster, c *pgreplica.Connector) []string {
+	t.Helper()
+	for {
+		var paused []string
+		ok := true
+		for _, n := range c.Stats().Nodes {
+			if n.Role != pgreplica.RoleReplica {
+				continue
+			}
+			if !n.ReplayPaused || n.LagBytes == 0 || n.LagTime == 0 {
+				ok = false
+			}
+			paused = append(paused, fmt.Sprintf("%s lag %dB %v", n.Addr, n.LagBytes, n.LagTime.Round(time.Millisecond)))
+		}
+		if ok && len(paused) == cluster.Len()-1 {
+			return paused
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("replicas not seen paused and lagging: %v", paused)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
