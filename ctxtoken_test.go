@@ -309,7 +309,8 @@ func TestHotPathAllocs(t *testing.T) {
 
 func BenchmarkRequirementDecide(b *testing.B) {
 	s := NewSession()
-	ctx := WithMinLSN(WithSession(context.WithValue(context.Background(), struct{}{}, 1), s), 5)
+	type otherKey struct{} // a value of someone else's below ours
+	ctx := WithMinLSN(WithSession(context.WithValue(context.Background(), otherKey{}, 1), s), 5)
 	for b.Loop() {
 		_, _, _ = requirementFrom(ctx).decide(1)
 	}

@@ -67,7 +67,8 @@ func beginInner(ctx context.Context, c driver.Conn, opts driver.TxOptions) (driv
 	if b, ok := c.(driver.ConnBeginTx); ok {
 		return b.BeginTx(ctx, opts)
 	}
-	return c.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
+	//lint:ignore SA1019 the fallback for inner drivers without ConnBeginTx
+	return c.Begin()
 }
 
 func (t *tx) noteStatement(cls stmtClass) {

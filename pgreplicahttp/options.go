@@ -183,7 +183,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	switch {
 	case o.Store != nil && o.StoreKey == nil:
-		return o, fmt.Errorf("Store needs StoreKey")
+		return o, fmt.Errorf("option Store needs StoreKey")
 	case o.Store == nil && o.StoreKey != nil:
 		return o, fmt.Errorf("StoreKey without Store")
 	case o.StoreTTL < 0 || o.StoreTimeout < 0:
