@@ -13,14 +13,15 @@ import (
 	"strings"
 )
 
-// ErrNoPostgres reports that no usable PostgreSQL server binaries were found.
-// Start wraps it with the places it looked; test it with errors.Is.
+// ErrNoPostgres reports that no usable PostgreSQL server binaries were found
+// (and, unless a runtime was chosen, no Docker engine answered). Start wraps
+// it with the places it looked; test it with errors.Is.
 var ErrNoPostgres = errors.New("integration: no PostgreSQL server binaries " +
 	"(initdb, pg_ctl, postgres, pg_basebackup) found; install the PostgreSQL " +
 	"server package (Debian/Ubuntu: apt-get install postgresql-15; " +
 	"Fedora/RHEL: dnf install postgresql-server; macOS: brew install postgresql@15) " +
-	"or point Options.BinDir or PGREPLICA_PG_BIN at its bin directory; " +
-	"Docker is not used")
+	"or point Options.BinDir or PGREPLICA_PG_BIN at its bin directory, " +
+	"or start a Docker engine for the harness to use")
 
 // binEnv names the environment variable that overrides the binary directory
 // when Options.BinDir is empty.

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
 // Options configures Start. The zero value starts a primary and two
-// replicas in a new temporary directory.
+// replicas from the local server binaries in a new temporary directory, or
+// in Docker containers where there are no binaries.
 type Options struct {
 	// Replicas is the number of streaming replicas: 0 means 2, a negative
 	// value means none (a lone primary).
@@ -24,7 +24,8 @@ type Options struct {
 	BinDir string
 	// Dir is the parent of the cluster's own temporary directory, which
 	// Close removes. Empty means os.TempDir(). When the tests run as root
-	// the server user must be able to traverse it, so avoid /root.
+	// the server user must be able to traverse it, so avoid /root. Docker
+	// keeps the data inside the containers and ignores Dir.
 	Dir string
 	// Logf, if not nil, receives progress messages (steps and timings).
 	Logf func(format string, args ...any)
@@ -32,6 +33,16 @@ type Options struct {
 	// "log_statement = 'all'". They follow the harness's own settings and
 	// so override them; replicas inherit them.
 	ExtraConf []string
+	// Runtime chooses how the servers run: RuntimeLocal (the server
+	// binaries of this machine), RuntimeDocker (containers), or
+	// RuntimeAuto, the default: $PGREPLICA_HARNESS if set, else local
+	// binaries if found (or if BinDir is set), else Docker.
+	Runtime string
+	// Image is the Docker image of the servers ("repository:tag"); empty
+	// means $PGREPLICA_DOCKER_IMAGE, else "postgres:15". It must be
+	// Debian-based like the official image: the harness runs initdb,
+	// pg_basebackup and postgres from PATH as the OS user postgres.
+	Image string
 }
 
 // Cluster is a running PostgreSQL primary with its streaming replicas. Node
@@ -40,13 +51,10 @@ type Options struct {
 // reconfigure the same node must not overlap. Methods taking a node index
 // panic when it is out of range, like a slice would.
 type Cluster struct {
-	bin   binaries
-	acct  account
-	dir   string
+	srv   servers
 	logf  func(format string, args ...any)
 	nodes []*node
 	dsn   string
-	dog   *watchdog
 
 	mu      sync.Mutex // guards the fields below and the nodes' state
 	primary int
@@ -59,13 +67,15 @@ const startTimeout = 2 * time.Minute
 // Start creates and starts a cluster: it initialises the primary with
 // initdb (superuser postgres, trust authentication, settings tuned for
 // speed rather than durability), starts it on a free 127.0.0.1 port, clones
-// each replica from it with pg_basebackup -R -X stream, starts the replicas
+// each replica from it with pg_basebackup -X stream, starts the replicas
 // and returns once every replica streams from the primary. Replica i
 // connects with application_name "replica<i>".
 //
-// When no server binaries are found the error wraps ErrNoPostgres. On any
-// failure Start stops whatever it started, removes its directory and
-// returns an error that quotes the end of the server logs.
+// The servers run from the local server binaries or, where there are none
+// and a Docker engine answers, in containers (see Options.Runtime). When
+// neither is available the error wraps ErrNoPostgres. On any failure Start
+// removes whatever it started and returns an error that quotes the end of
+// the server logs.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	began := time.Now()
 	if _, ok := ctx.Deadline(); !ok {
@@ -73,13 +83,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		ctx, cancel = context.WithTimeout(ctx, startTimeout)
 		defer cancel()
 	}
-	bin, err := findBinaries(ctx, opts.BinDir)
-	if err != nil {
-		return nil, err
-	}
-	acct, err := serverAccount()
-	if err != nil {
-		return nil, err
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
 	}
 	replicas := opts.Replicas
 	switch {
@@ -88,54 +93,32 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	case replicas < 0:
 		replicas = 0
 	}
-	if opts.Dir != "" {
-		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-			return nil, fmt.Errorf("integration: %w", err)
-		}
-	}
-	dir, err := os.MkdirTemp(opts.Dir, "pgr")
+	srv, err := newServers(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("integration: %w", err)
+		return nil, err
 	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("integration: %w", err)
-	}
-	c := &Cluster{bin: bin, acct: acct, dir: dir, logf: opts.Logf}
-	if c.logf == nil {
-		c.logf = func(string, ...any) {}
-	}
+	c := &Cluster{srv: srv, logf: opts.Logf}
 	defer func() {
 		if err != nil {
 			err = c.withLogs(err, -1)
 			_ = c.Close()
 		}
 	}()
-	// The server user must reach the node directories inside dir.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("integration: %w", err)
-	}
-	if err := acct.canReach(dir); err != nil {
-		return nil, err
-	}
-	c.dog = startWatchdog(dir)
-	c.logf("integration: PostgreSQL %d from %s, running as %s, in %s", bin.major, bin.dir, acct.name, dir)
-
+	c.logf("integration: %s", srv.describe())
 	for i := 0; i <= replicas; i++ {
-		n, err := c.newNode(i)
+		port, err := reservePort()
 		if err != nil {
 			return nil, err
 		}
-		c.nodes = append(c.nodes, n)
+		c.nodes = append(c.nodes, &node{index: i, name: "replica" + strconv.Itoa(i), port: port, upstream: -1})
 	}
 
 	primary := c.nodes[0]
-	if err := c.initPrimary(ctx, primary, replicas, opts.ExtraConf); err != nil {
+	conf := append(serverConf(srv.major(), replicas), opts.ExtraConf...)
+	if err := srv.createPrimary(ctx, primary, conf, hbaConf); err != nil {
 		return nil, err
 	}
-	if err := c.startNew(ctx, primary); err != nil {
-		return nil, err
-	}
+	c.setState(primary, true, false, -1)
 	c.logf("integration: primary up on port %d after %v", primary.port, time.Since(began).Round(time.Millisecond))
 
 	errs := make([]error, len(c.nodes))
@@ -144,7 +127,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[n.index] = c.initReplica(ctx, n, primary)
+			t := time.Now()
+			if errs[n.index] = srv.createReplica(ctx, n, primary, conninfo(srv, n, primary)); errs[n.index] != nil {
+				return
+			}
+			c.setState(n, true, true, primary.index)
+			c.logf("integration: replica%d up on port %d after %v", n.index, n.port, time.Since(t).Round(time.Millisecond))
 		}()
 	}
 	wg.Wait()
@@ -165,28 +153,16 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
-// initReplica clones, configures and starts replica n of primary.
-func (c *Cluster) initReplica(ctx context.Context, n, primary *node) error {
-	t := time.Now()
-	if err := c.baseBackup(ctx, n, primary); err != nil {
-		return err
-	}
-	if err := c.writeStandbyConf(n, primary); err != nil {
-		return err
-	}
-	if err := c.startNew(ctx, n); err != nil {
-		return err
-	}
+// setState records what n runs as.
+func (c *Cluster) setState(n *node, running, standby bool, upstream int) {
 	c.mu.Lock()
-	n.standby, n.upstream = true, primary.index
+	n.running, n.standby, n.upstream = running, standby, upstream
 	c.mu.Unlock()
-	c.logf("integration: replica%d up on port %d after %v", n.index, n.port, time.Since(t).Round(time.Millisecond))
-	return nil
 }
 
 // Close stops every server (immediate shutdown, then SIGKILL for anything
-// left), removes the cluster's directory and releases its ports. It may be
-// called more than once, and on a nil Cluster.
+// left), removes the cluster's directory or containers and releases its
+// ports. It may be called more than once, and on a nil Cluster.
 func (c *Cluster) Close() error {
 	if c == nil {
 		return nil
@@ -198,27 +174,15 @@ func (c *Cluster) Close() error {
 	}
 	c.closed = true
 	nodes := c.nodes
-	c.mu.Unlock()
-
-	var wg sync.WaitGroup
 	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.shutdown(n)
-		}()
+		n.running = false
 	}
-	wg.Wait()
-	c.dropTemplate()
-	err := os.RemoveAll(c.dir)
-	c.dog.stop()
+	c.mu.Unlock()
+	err := c.srv.close(nodes)
 	for _, n := range nodes {
 		releasePort(n.port)
 	}
-	if err != nil {
-		return fmt.Errorf("integration: removing %s: %w", c.dir, err)
-	}
-	return nil
+	return err
 }
 
 // DSN returns a multi-host URL naming every node, node 0 first:
@@ -233,6 +197,9 @@ func (c *Cluster) NodeDSN(i int) string {
 // Port returns the TCP port of node i on 127.0.0.1. It stays the same when
 // the node is stopped and started again.
 func (c *Cluster) Port(i int) int { return c.nodes[i].port }
+
+// Runtime reports how the servers run: RuntimeLocal or RuntimeDocker.
+func (c *Cluster) Runtime() string { return c.srv.runtime() }
 
 // Len returns the number of nodes, primary included.
 func (c *Cluster) Len() int { return len(c.nodes) }
@@ -253,8 +220,8 @@ func (c *Cluster) withLogs(err error, i int) error {
 		if i >= 0 && n.index != i {
 			continue
 		}
-		if tail := logTail(n.logPath, 20); tail != "" {
-			fmt.Fprintf(&b, "\n--- end of %s ---\n%s", n.logPath, tail)
+		if name, tail := c.srv.logTail(n, 20); tail != "" {
+			fmt.Fprintf(&b, "\n--- end of %s ---\n%s", name, tail)
 		}
 	}
 	if b.Len() == 0 {

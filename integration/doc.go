@@ -1,7 +1,8 @@
 // Package integration starts a real PostgreSQL primary and streaming
 // replicas on loopback for tests, from the PostgreSQL server binaries
-// installed on the machine (initdb, pg_ctl, postgres, pg_basebackup).
-// Docker is not used.
+// installed on the machine (initdb, pg_ctl, postgres, pg_basebackup) or,
+// where there are none and a Docker engine answers, in Docker containers
+// (github.com/ory/dockertest/v3, image postgres:15 by default).
 //
 // A test package typically shares one cluster:
 //
@@ -29,7 +30,14 @@
 // WaitStreaming, WaitCaughtUp, PauseReplay, ...) poll every few milliseconds
 // and are bounded by their context.
 //
+// With Docker, node i runs in a container of its own on a private Docker
+// network, publishes its port on 127.0.0.1 only (the same port across
+// Stop and Start), and replicas reach their upstream by container name;
+// Stop, Kill and Start signal and restart the container. Everything else
+// behaves as with local binaries.
+//
 // Set PGREPLICA_INTEGRATION=require to make a missing PostgreSQL fail the
-// tests instead of skipping them, and PGREPLICA_PG_BIN to choose the
-// directory of the server binaries.
+// tests instead of skipping them, PGREPLICA_PG_BIN to choose the directory
+// of the server binaries, PGREPLICA_HARNESS=local or docker to choose how
+// the servers run, and PGREPLICA_DOCKER_IMAGE to choose the image.
 package integration

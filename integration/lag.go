@@ -16,7 +16,7 @@ func (c *Cluster) PauseReplay(ctx context.Context, i int) error {
 	if err := c.Exec(ctx, i, "SELECT pg_wal_replay_pause()"); err != nil {
 		return err
 	}
-	if c.bin.major >= 14 {
+	if c.srv.major() >= 14 {
 		return c.waitValue(ctx, i, fmt.Sprintf("replay on node %d to pause", i),
 			"SELECT pg_get_wal_replay_pause_state()", "paused")
 	}

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"syscall"
 )
 
 // Stop shuts node i down in fast mode (open transactions are rolled back,
@@ -15,7 +14,18 @@ func (c *Cluster) Stop(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	return c.stopNode(ctx, n, syscall.SIGINT)
+	return c.stopNode(ctx, n)
+}
+
+// stopNode stops n in fast mode and records it.
+func (c *Cluster) stopNode(ctx context.Context, n *node) error {
+	if err := c.srv.stop(ctx, n, false); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	n.running = false
+	c.mu.Unlock()
+	return nil
 }
 
 // Kill crashes node i: it sends SIGKILL to the postmaster and every process
@@ -27,16 +37,22 @@ func (c *Cluster) Kill(i int) error {
 		return err
 	}
 	c.mu.Lock()
-	pid, running := n.pid, n.running
+	running := n.running
 	c.mu.Unlock()
 	if !running {
 		return nil
 	}
-	return c.killNode(n, pid)
+	if err := c.srv.kill(n); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	n.running = false
+	c.mu.Unlock()
+	return nil
 }
 
 // Start starts node i again on its port after Stop or Kill (pg_ctl start
-// -w) and returns once it accepts connections; a replica then reconnects to
+// -w, or a container start) and returns once it accepts connections; a replica then reconnects to
 // its upstream by itself (see WaitStreaming). Starting a running node does
 // nothing.
 func (c *Cluster) Start(ctx context.Context, i int) error {
@@ -47,13 +63,15 @@ func (c *Cluster) Start(ctx context.Context, i int) error {
 	c.mu.Lock()
 	running := n.running
 	c.mu.Unlock()
-	running = running && len(serverProcs(n.real, readPid(n.data))) > 0
-	if running {
+	if running && c.srv.alive(n) {
 		return nil
 	}
-	if err := c.startNode(ctx, n); err != nil {
+	if err := c.srv.start(ctx, n); err != nil {
 		return c.withLogs(err, i)
 	}
+	c.mu.Lock()
+	n.running = true
+	c.mu.Unlock()
 	return nil
 }
 
@@ -107,17 +125,18 @@ func (c *Cluster) Repoint(ctx context.Context, i, upstream int) error {
 	if c.Primary() == i {
 		return fmt.Errorf("integration: node %d is the primary; promote another node first", i)
 	}
-	if err := c.stopNode(ctx, n, syscall.SIGINT); err != nil {
+	if err := c.stopNode(ctx, n); err != nil {
 		return err
 	}
-	if err := c.writeStandbyConf(n, up); err != nil {
+	if err := follow(c.srv, n, conninfo(c.srv, n, up)); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	n.standby, n.upstream = true, upstream
-	c.mu.Unlock()
-	if err := c.startNode(ctx, n); err != nil {
+	c.setState(n, false, true, upstream)
+	if err := c.srv.start(ctx, n); err != nil {
 		return c.withLogs(err, i)
 	}
+	c.mu.Lock()
+	n.running = true
+	c.mu.Unlock()
 	return nil
 }

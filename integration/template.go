@@ -17,56 +17,56 @@ import (
 // clusters started while it is open copy that instead of running initdb.
 // Closing the cluster drops the template with the rest of its directory.
 var templates = struct {
-	sync.Mutex                     // also held while a template is read or made
-	owner      map[string]*Cluster // binary directory → cluster holding a template
-}{owner: map[string]*Cluster{}}
+	sync.Mutex                          // also held while a template is read or made
+	owner      map[string]*localServers // binary directory → cluster holding a template
+}{owner: map[string]*localServers{}}
 
 // templateDir is the name of the template inside a cluster directory.
 const templateDir = "template"
 
 // initData fills the empty data directory of n with a new database cluster
 // (superuser postgres, trust authentication, UTF8, C locale).
-func (c *Cluster) initData(ctx context.Context, n *node) error {
+func (s *localServers) initData(ctx context.Context, n *localNode) error {
 	templates.Lock()
 	defer templates.Unlock()
 	t := time.Now()
-	if owner := templates.owner[c.bin.dir]; owner != nil {
-		err := c.copyTree(filepath.Join(owner.dir, templateDir), n.data)
+	if owner := templates.owner[s.bin.dir]; owner != nil {
+		err := s.copyTree(filepath.Join(owner.dir, templateDir), n.data)
 		if err == nil {
-			c.logf("integration: copied initdb template in %v", time.Since(t).Round(time.Millisecond))
+			s.logf("integration: copied initdb template in %v", time.Since(t).Round(time.Millisecond))
 			return nil
 		}
-		c.logf("integration: copying initdb template: %v; running initdb", err)
+		s.logf("integration: copying initdb template: %v; running initdb", err)
 		if err := os.RemoveAll(n.data); err != nil {
 			return fmt.Errorf("integration: %w", err)
 		}
 	}
-	_, err := c.run(ctx, "initdb", "-D", n.data, "-U", "postgres", "--auth=trust",
+	_, err := s.run(ctx, "initdb", "-D", n.data, "-U", "postgres", "--auth=trust",
 		"-E", "UTF8", "--locale=C", "--no-sync")
 	if err != nil {
 		return err
 	}
-	c.logf("integration: initdb took %v", time.Since(t).Round(time.Millisecond))
-	if err := c.copyTree(n.data, filepath.Join(c.dir, templateDir)); err != nil {
-		c.logf("integration: keeping initdb template: %v", err) // only an optimisation
+	s.logf("integration: initdb took %v", time.Since(t).Round(time.Millisecond))
+	if err := s.copyTree(n.data, filepath.Join(s.dir, templateDir)); err != nil {
+		s.logf("integration: keeping initdb template: %v", err) // only an optimisation
 		return nil
 	}
-	templates.owner[c.bin.dir] = c
+	templates.owner[s.bin.dir] = s
 	return nil
 }
 
 // dropTemplate stops offering c's template to new clusters.
-func (c *Cluster) dropTemplate() {
+func (s *localServers) dropTemplate() {
 	templates.Lock()
 	defer templates.Unlock()
-	if templates.owner[c.bin.dir] == c {
-		delete(templates.owner, c.bin.dir)
+	if templates.owner[s.bin.dir] == s {
+		delete(templates.owner, s.bin.dir)
 	}
 }
 
 // copyTree copies the directory tree src to dst (which must not exist),
 // keeping permissions and giving everything to the server user.
-func (c *Cluster) copyTree(src, dst string) error {
+func (s *localServers) copyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -97,8 +97,8 @@ func (c *Cluster) copyTree(src, dst string) error {
 			if err := os.Symlink(link, target); err != nil {
 				return err
 			}
-			if c.acct.switched {
-				return os.Lchown(target, c.acct.uid, c.acct.gid)
+			if s.acct.switched {
+				return os.Lchown(target, s.acct.uid, s.acct.gid)
 			}
 			return nil
 		case d.Type().IsRegular():
@@ -108,7 +108,7 @@ func (c *Cluster) copyTree(src, dst string) error {
 		default:
 			return fmt.Errorf("unexpected file type %v of %s", d.Type(), path)
 		}
-		return c.acct.chown(target)
+		return s.acct.chown(target)
 	})
 }
 

@@ -8,7 +8,7 @@ import (
 
 // WaitStreaming waits until every running replica streams from its
 // upstream (the primary, or the node Repoint named): its WAL receiver is
-// streaming from the upstream's port and the upstream's pg_stat_replication
+// streaming from the upstream's address and the upstream's pg_stat_replication
 // shows it in state 'streaming'. Stopped nodes are ignored.
 func (c *Cluster) WaitStreaming(ctx context.Context) error {
 	cs := c.newConns()
@@ -30,14 +30,15 @@ func (c *Cluster) WaitStreaming(ctx context.Context) error {
 		for _, e := range edges {
 			r, u := e.replica, e.upstream
 			got, err := cs.queryString(ctx, r.index,
-				"SELECT coalesce((SELECT status || ':' || sender_port FROM pg_stat_wal_receiver), 'no WAL receiver')")
+				"SELECT coalesce((SELECT status || ':' || sender_host || ':' || sender_port FROM pg_stat_wal_receiver), 'no WAL receiver')")
 			if err != nil {
 				if transient(err) {
 					return false, err.Error(), nil
 				}
 				return false, "", err
 			}
-			if want := "streaming:" + strconv.Itoa(u.port); got != want {
+			host, port := c.srv.peerAddr(u)
+			if want := "streaming:" + host + ":" + strconv.Itoa(port); got != want {
 				return false, fmt.Sprintf("node %d: WAL receiver %q, want %q", r.index, got, want), nil
 			}
 			got, err = cs.queryString(ctx, u.index,

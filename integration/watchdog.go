@@ -7,16 +7,18 @@ import (
 
 // watchdog is a small shell process that outlives a test binary which dies
 // without calling Close (a panic in a test, a -timeout, a signal): it waits
-// for end-of-file on a pipe that only this process holds open, then shuts
-// down (immediate mode, SIGKILL after five seconds) every postmaster
-// recorded in the cluster directory and removes the directory. It is best effort; Close does the same work properly.
+// for end-of-file on a pipe that only this process holds open, then runs
+// the rest of its script, which removes the cluster. It is best effort;
+// Close does the same work properly.
 type watchdog struct {
 	cmd  *exec.Cmd
 	pipe *os.File // write end; closing it lets the watchdog act
 }
 
-// watchdogScript runs as /bin/sh -c script sh <cluster dir>.
-const watchdogScript = `
+// localWatchdogScript runs as /bin/sh -c script sh <cluster dir>. It shuts
+// down (immediate mode, SIGKILL after five seconds) every postmaster
+// recorded in the cluster directory and removes the directory.
+const localWatchdogScript = `
 cat >/dev/null 2>&1
 pids=
 for d in "$1"/*/data; do
@@ -48,14 +50,27 @@ done
 rm -rf "$1"
 `
 
-// startWatchdog starts the watchdog for dir, or returns nil if it cannot.
-func startWatchdog(dir string) *watchdog {
+// dockerWatchdogScript runs as /bin/sh -c script sh <cluster name>. It
+// removes the cluster's containers and network with the docker command,
+// if there is one.
+const dockerWatchdogScript = `
+cat >/dev/null 2>&1
+command -v docker >/dev/null 2>&1 || exit 0
+ids=$(docker ps -aq --filter "label=pgreplica.cluster=$1")
+[ -n "$ids" ] && docker rm -f -v $ids >/dev/null 2>&1
+docker network rm "$1" >/dev/null 2>&1
+exit 0
+`
+
+// startWatchdog starts a watchdog that runs script with arg, or returns
+// nil if it cannot.
+func startWatchdog(script, arg string) *watchdog {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil
 	}
 	defer r.Close()
-	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "sh", dir)
+	cmd := exec.Command("/bin/sh", "-c", script, "sh", arg)
 	cmd.Stdin = r
 	// A process group of its own: a Ctrl-C aimed at the test must not
 	// kill the watchdog before it cleans up.
