@@ -31,10 +31,12 @@
 // and are bounded by their context.
 //
 // With Docker, node i runs in a container of its own on a private Docker
-// network, publishes its port on 127.0.0.1 only (the same port across
-// Stop and Start), and replicas reach their upstream by container name;
-// Stop, Kill and Start signal and restart the container. Everything else
-// behaves as with local binaries.
+// network. Its server listens on Port(i) inside the container, published
+// on the same port of 127.0.0.1 only and kept across Stop and Start, so
+// that inet_server_port() tells the nodes apart as with local servers.
+// Replicas reach their upstream by container name; Stop, Kill and Start
+// signal and restart the container. Everything else behaves as with local
+// binaries.
 //
 // Set PGREPLICA_INTEGRATION=require to make a missing PostgreSQL fail the
 // tests instead of skipping them, PGREPLICA_PG_BIN to choose the directory

@@ -43,7 +43,8 @@ const dockerData = "/var/lib/postgresql/pgreplica"
 // dockerEntrypoint runs as the OS user postgres in every container: on the
 // first start it creates the data directory (initdb on the primary,
 // pg_basebackup from $PGR_UPSTREAM on a replica); on every start it runs
-// the server in the foreground as PID 1, so that Docker's signals reach it.
+// the server in the foreground as PID 1, so that Docker's signals reach it,
+// on port $PGR_PORT.
 const dockerEntrypoint = `set -e
 d=` + dockerData + `
 if [ ! -s "$d/PG_VERSION" ]; then
@@ -53,18 +54,19 @@ if [ ! -s "$d/PG_VERSION" ]; then
 		printf '%s\n' "$PGR_CONF" >>"$d/postgresql.conf"
 		printf '%s' "$PGR_HBA" >"$d/pg_hba.conf"
 	else
-		pg_basebackup -h "$PGR_UPSTREAM" -p 5432 -U postgres -w -D "$d" -X stream -c fast --no-sync
+		pg_basebackup -h "$PGR_UPSTREAM" -p "$PGR_UPSTREAM_PORT" -U postgres -w -D "$d" -X stream -c fast --no-sync
 		printf "primary_conninfo = '%s'\n" "$PGR_CONNINFO" >>"$d/postgresql.auto.conf"
 		: >"$d/standby.signal"
 	fi
 fi
-exec postgres -D "$d"
+exec postgres -D "$d" -p "$PGR_PORT"
 `
 
 // dockerServers runs every server in a container of its own, on a Docker
-// network of the cluster's own; each container publishes its port 5432 on
-// the node's port of 127.0.0.1. Replicas reach their upstream by container
-// name on that network.
+// network of the cluster's own. The server of node n listens on n.port in
+// its container, published on the same port of 127.0.0.1, so that
+// inet_server_port() tells the nodes apart as with local servers. Replicas
+// reach their upstream by container name on that network.
 type dockerServers struct {
 	pool *dockertest.Pool
 	repo string // image repository
@@ -166,7 +168,7 @@ func (s *dockerServers) runtime() string { return RuntimeDocker }
 
 func (s *dockerServers) containerName(n *node) string { return s.name + "-n" + strconv.Itoa(n.index) }
 
-func (s *dockerServers) peerAddr(n *node) (string, int) { return s.containerName(n), 5432 }
+func (s *dockerServers) peerAddr(n *node) (string, int) { return s.containerName(n), n.port }
 
 func (s *dockerServers) ctr(n *node) *dockertest.Resource {
 	s.mu.Lock()
@@ -185,10 +187,11 @@ func (s *dockerServers) createPrimary(ctx context.Context, n *node, conf []strin
 }
 
 func (s *dockerServers) createReplica(ctx context.Context, n, upstream *node, conninfo string) error {
-	host, _ := s.peerAddr(upstream)
+	host, port := s.peerAddr(upstream)
 	return s.run(ctx, n, []string{
 		"PGR_ROLE=replica",
 		"PGR_UPSTREAM=" + host,
+		"PGR_UPSTREAM_PORT=" + strconv.Itoa(port),
 		"PGR_CONNINFO=" + conninfo,
 	})
 }
@@ -198,19 +201,20 @@ func (s *dockerServers) createReplica(ctx context.Context, n, upstream *node, co
 // tries another.
 func (s *dockerServers) run(ctx context.Context, n *node, env []string) error {
 	return onFreePort(n, s.logf, func() (bool, error) {
+		port := strconv.Itoa(n.port)
 		r, err := s.pool.RunWithOptions(&dockertest.RunOptions{
 			Name:         s.containerName(n),
 			Repository:   s.repo,
 			Tag:          s.tag,
-			Env:          append(env, "LC_ALL=C", "LANG=C"),
+			Env:          append(env, "PGR_PORT="+port, "LC_ALL=C", "LANG=C"),
 			Entrypoint:   []string{"/bin/sh", "-c", dockerEntrypoint},
 			Cmd:          []string{},
 			User:         "postgres",
 			Networks:     []*dockertest.Network{s.net},
 			Labels:       map[string]string{"pgreplica.cluster": s.name},
-			ExposedPorts: []string{"5432/tcp"},
+			ExposedPorts: []string{port + "/tcp"},
 			PortBindings: map[dc.Port][]dc.PortBinding{
-				"5432/tcp": {{HostIP: "127.0.0.1", HostPort: strconv.Itoa(n.port)}},
+				dc.Port(port + "/tcp"): {{HostIP: "127.0.0.1", HostPort: port}},
 			},
 		}, func(hc *dc.HostConfig) { hc.PublishAllPorts = false })
 		if err != nil {

@@ -64,16 +64,21 @@ func TestParseFlagsAfterPositional(t *testing.T) {
 	}
 }
 
-// TestDemoSaysWhatToInstall runs the demo where no PostgreSQL server
-// binaries are: it must name the package to install and exit 1.
+// TestDemoSaysWhatToInstall runs the demo where there are neither
+// PostgreSQL server binaries nor a Docker engine: it must name the package
+// to install and exit 1.
 func TestDemoSaysWhatToInstall(t *testing.T) {
 	t.Setenv("PGREPLICA_PG_BIN", t.TempDir())
+	t.Setenv(integration.RuntimeEnv, "")
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
 	var out, errOut bytes.Buffer
 	code := run(testCtx(t, 30*time.Second), []string{"demo"}, &out, &errOut)
 	if code != exitFail {
 		t.Errorf("exit code %d, want %d", code, exitFail)
 	}
-	if !strings.Contains(errOut.String(), "apt-get install postgresql-15") {
-		t.Errorf("stderr does not say what to install:\n%s", errOut.String())
+	for _, want := range []string{"apt-get install postgresql-15", "Docker engine"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr does not mention %q:\n%s", want, errOut.String())
+		}
 	}
 }
