@@ -372,17 +372,24 @@ func (c *Connector) awaitReplica(ctx context.Context, pl readPlan, usable eligib
 		if candidates == 0 {
 			return nil, 0, noReplicaError(t)
 		}
-		if time.Until(deadline) < backoff {
+		// The last check starts shortly before the deadline, so that a
+		// replica catching up late in the budget still serves the read.
+		left := time.Until(deadline) - lastCheckMargin
+		if left <= 0 {
 			return nil, 0, &NoFreshReplicaError{Reason: ReasonTimeout,
 				Detail: fmt.Sprintf("no replica replayed %s within %v (best seen %s)", pl.need, c.cfg.WaitBudget, best)}
 		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(min(backoff, left)):
 		case <-wctx.Done():
 		}
 		backoff = min(2*backoff, 16*time.Millisecond)
 	}
 }
+
+// lastCheckMargin is left for the last replay check of a wait: a loopback
+// round trip takes well under a millisecond.
+const lastCheckMargin = time.Millisecond
 
 const replaySQL = "SELECT pg_last_wal_replay_lsn()::text"
 

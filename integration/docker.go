@@ -203,14 +203,16 @@ func (s *dockerServers) run(ctx context.Context, n *node, env []string) error {
 	return onFreePort(n, s.logf, func() (bool, error) {
 		port := strconv.Itoa(n.port)
 		r, err := s.pool.RunWithOptions(&dockertest.RunOptions{
-			Name:         s.containerName(n),
-			Repository:   s.repo,
-			Tag:          s.tag,
-			Env:          append(env, "PGR_PORT="+port, "LC_ALL=C", "LANG=C"),
-			Entrypoint:   []string{"/bin/sh", "-c", dockerEntrypoint},
-			Cmd:          []string{},
-			User:         "postgres",
-			Networks:     []*dockertest.Network{s.net},
+			Name:       s.containerName(n),
+			Repository: s.repo,
+			Tag:        s.tag,
+			Env:        append(env, "PGR_PORT="+port, "LC_ALL=C", "LANG=C"),
+			Entrypoint: []string{"/bin/sh", "-c", dockerEntrypoint},
+			Cmd:        []string{"pgreplica-node"}, // $0 of the script
+			User:       "postgres",
+			// By ID: RunWithOptions writes to the Networks it is given,
+			// and the replicas start concurrently.
+			NetworkID:    s.net.Network.ID,
 			Labels:       map[string]string{"pgreplica.cluster": s.name},
 			ExposedPorts: []string{port + "/tcp"},
 			PortBindings: map[dc.Port][]dc.PortBinding{
