@@ -17,8 +17,9 @@ var (
 	// ErrAmbiguousHost reports a host name that resolves to several
 	// addresses; such a host gets no statements.
 	ErrAmbiguousHost = errors.New("pgreplica: host name resolves to several addresses")
-	// ErrNoPrimary reports that no host is out of recovery: writes fail,
-	// reads still go to replicas.
+	// ErrNoPrimary reports that no host is out of recovery, or that the
+	// primary stopped accepting connections since it was last probed
+	// (nothing was sent): writes fail, reads still go to replicas.
 	ErrNoPrimary = errors.New("pgreplica: no primary")
 	// ErrSplitBrain reports that more than one host claims to be the primary
 	// and the driver cannot tell which one is legitimate; no write is sent.

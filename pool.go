@@ -107,7 +107,15 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical])
 // leaves it unusable, or that carries session state, is closed.
 func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 	p := res.Value()
-	if errors.Is(err, driver.ErrBadConn) || isConnLost(err) {
+	if isConnLost(err) && !errors.Is(err, driver.ErrBadConn) {
+		// The server went away or cut us off (a restart, a failover, a
+		// network fault): its idle siblings are most likely dead too and
+		// would each fail one more statement.
+		res.Destroy()
+		hp.pool.Reset()
+		return
+	}
+	if errors.Is(err, driver.ErrBadConn) {
 		res.Destroy()
 		return
 	}

@@ -56,7 +56,13 @@ func (c *Connector) acquirePrimary(ctx context.Context) (*puddle.Resource[*physi
 	if t.primary == nil {
 		return nil, t.writeErr
 	}
-	return t.primary.pool.acquire(ctx)
+	res, err := t.primary.pool.acquire(ctx)
+	if err != nil && ctx.Err() == nil && isConnLost(err) {
+		// The primary went away since the last probe; the monitor will
+		// say so too in a moment. Nothing was sent.
+		return nil, fmt.Errorf("%w: %w", ErrNoPrimary, err)
+	}
+	return res, err
 }
 
 // routeQuery runs a query outside any transaction or pin.
@@ -185,22 +191,37 @@ func (c *Connector) queryPrimary(ctx context.Context, query string, cls stmtClas
 			<-c.fallbackSlots
 		}
 	}
-	res, err := c.acquirePrimary(ctx)
-	if err != nil {
-		freeSlot()
-		return nil, err
-	}
-	p := res.Value()
-	rows, err := c.runOn(ctx, p, query, args)
-	if err != nil {
+	var res *puddle.Resource[*physical]
+	var rows driver.Rows
+	var err error
+	for attempt := 0; ; attempt++ {
+		res, err = c.acquirePrimary(ctx)
+		if err != nil {
+			freeSlot()
+			return nil, err
+		}
+		p := res.Value()
+		rows, err = c.runOn(ctx, p, query, args)
+		if err == nil {
+			break
+		}
 		p.node.inflight.Add(-1)
 		p.node.pool.release(res, err)
+		if cls.read && attempt == 0 && isConnLost(err) {
+			// A read can be sent again: the connection died with its
+			// server (the pool drops its siblings), nothing reached the
+			// caller, and the topology may know better by now.
+			p.node.markSuspect(err)
+			c.metrics.connLostRetries.Add(1)
+			continue
+		}
 		freeSlot()
 		if !cls.read {
 			err = c.writeFailed(p.node, err)
 		}
 		return nil, err
 	}
+	p := res.Value()
 	release := func(err error) {
 		p.node.inflight.Add(-1)
 		p.node.pool.release(res, err)

@@ -176,6 +176,31 @@ func TestRouteReadOnlyErrorRetriesOnPrimaryAndIsRemembered(t *testing.T) {
 	}
 }
 
+// TestRoutePrimaryReadRetriedAfterConnLost: a read on the primary whose
+// connection died with the server (a restart, a failover) is sent once
+// more on a new connection; a write is not (its outcome is unknown).
+func TestRoutePrimaryReadRetriedAfterConnLost(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	q := "SELECT count(*) FROM t"
+	shutdown := &pgconn.PgError{Code: "57P01", Severity: "FATAL", Message: "terminating connection due to administrator command"}
+	mc.mocks[0].ExpectQuery(q).WillReturnError(shutdown)
+	mc.mocks[0].ExpectQuery(q).WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(3))
+	var n int
+	if err := mc.db.QueryRowContext(WithPrimary(context.Background()), q).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("read = %d, %v; want 3 from the retry", n, err)
+	}
+	if got := mc.c.Stats().ConnLostRetries; got != 1 {
+		t.Fatalf("conn-lost retries %d, want 1", got)
+	}
+
+	w := "UPDATE t SET x = 1 RETURNING x"
+	mc.mocks[0].ExpectQuery(w).WillReturnError(shutdown)
+	err := mc.db.QueryRow(w).Scan(&n)
+	if !errors.Is(err, ErrWriteOutcomeUnknown) {
+		t.Fatalf("write = %v, want ErrWriteOutcomeUnknown and no second attempt", err)
+	}
+}
+
 func TestRouteTransactions(t *testing.T) {
 	mc := newMockCluster(t, 1, nil)
 	// read-write: primary, LSN captured at commit

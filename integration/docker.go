@@ -101,7 +101,7 @@ func newDockerServers(ctx context.Context, opts Options) (*dockerServers, error)
 	}
 	repo, tag := splitImage(image)
 	s := &dockerServers{pool: pool, repo: repo, tag: tag, logf: opts.Logf, ctrs: map[int]*dockertest.Resource{}}
-	if s.maj, err = s.prepareImage(); err != nil {
+	if s.maj, err = s.prepareImage(ctx); err != nil {
 		return nil, err
 	}
 	suffix := make([]byte, 4)
@@ -126,12 +126,13 @@ func splitImage(image string) (repo, tag string) {
 // prepareImage pulls the image if the engine lacks it and returns the
 // PostgreSQL major version it holds: $PG_MAJOR of the image (the official
 // images set it), else the number its tag starts with.
-func (s *dockerServers) prepareImage() (int, error) {
+func (s *dockerServers) prepareImage(ctx context.Context) (int, error) {
 	ref := s.repo + ":" + s.tag
 	img, err := s.pool.Client.InspectImage(ref)
 	if err != nil {
 		s.logf("integration: pulling Docker image %s", ref)
-		if err := s.pool.Client.PullImage(dc.PullImageOptions{Repository: s.repo, Tag: s.tag}, dc.AuthConfiguration{}); err != nil {
+		pull := dc.PullImageOptions{Repository: s.repo, Tag: s.tag, Context: ctx, InactivityTimeout: time.Minute}
+		if err := s.pool.Client.PullImage(pull, dc.AuthConfiguration{}); err != nil {
 			return 0, fmt.Errorf("integration: pulling Docker image %s: %w", ref, err)
 		}
 		if img, err = s.pool.Client.InspectImage(ref); err != nil {

@@ -69,6 +69,9 @@ const (
 // answers. When nothing is usable the error wraps ErrNoPostgres and
 // says what was tried.
 func newServers(ctx context.Context, opts Options) (servers, error) {
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
 	runtime := opts.Runtime
 	if runtime == RuntimeAuto && opts.BinDir != "" {
 		runtime = RuntimeLocal
