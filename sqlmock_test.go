@@ -183,8 +183,12 @@ func TestRoutePrimaryReadRetriedAfterConnLost(t *testing.T) {
 	mc := newMockCluster(t, 1, nil)
 	q := "SELECT count(*) FROM t"
 	shutdown := &pgconn.PgError{Code: "57P01", Severity: "FATAL", Message: "terminating connection due to administrator command"}
+	w := "UPDATE t SET x = 1 RETURNING x"
+	// All expectations up front: the pool closes the dead connection in a
+	// goroutine of its own, and sqlmock's Close reads the expectation list.
 	mc.mocks[0].ExpectQuery(q).WillReturnError(shutdown)
 	mc.mocks[0].ExpectQuery(q).WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(3))
+	mc.mocks[0].ExpectQuery(w).WillReturnError(shutdown)
 	var n int
 	if err := mc.db.QueryRowContext(WithPrimary(context.Background()), q).Scan(&n); err != nil || n != 3 {
 		t.Fatalf("read = %d, %v; want 3 from the retry", n, err)
@@ -193,8 +197,6 @@ func TestRoutePrimaryReadRetriedAfterConnLost(t *testing.T) {
 		t.Fatalf("conn-lost retries %d, want 1", got)
 	}
 
-	w := "UPDATE t SET x = 1 RETURNING x"
-	mc.mocks[0].ExpectQuery(w).WillReturnError(shutdown)
 	err := mc.db.QueryRow(w).Scan(&n)
 	if !errors.Is(err, ErrWriteOutcomeUnknown) {
 		t.Fatalf("write = %v, want ErrWriteOutcomeUnknown and no second attempt", err)
