@@ -190,6 +190,15 @@ func isConnLost(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
+// serverGone reports a lost connection that says nothing about the
+// statement: not one that the inner driver closed because the statement's
+// context ended (pgx reports that as a timeout, which is a net.Error too),
+// nor pgx's ErrBadConn for a connection it found broken before sending.
+func serverGone(err error) bool {
+	return isConnLost(err) && !errors.Is(err, driver.ErrBadConn) &&
+		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+}
+
 // redactErr returns err's message with the password blanked out, for
 // errors of inner drivers that may quote their DSN.
 func redactErr(err error, password string) string {

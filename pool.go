@@ -107,7 +107,7 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical])
 // leaves it unusable, or that carries session state, is closed.
 func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 	p := res.Value()
-	if isConnLost(err) && !errors.Is(err, driver.ErrBadConn) {
+	if serverGone(err) {
 		// The server went away or cut us off (a restart, a failover, a
 		// network fault): its idle siblings are most likely dead too and
 		// would each fail one more statement.
@@ -115,7 +115,7 @@ func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 		hp.pool.Reset()
 		return
 	}
-	if errors.Is(err, driver.ErrBadConn) {
+	if errors.Is(err, driver.ErrBadConn) || isConnLost(err) {
 		res.Destroy()
 		return
 	}

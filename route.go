@@ -207,7 +207,7 @@ func (c *Connector) queryPrimary(ctx context.Context, query string, cls stmtClas
 		}
 		p.node.inflight.Add(-1)
 		p.node.pool.release(res, err)
-		if cls.read && attempt == 0 && isConnLost(err) {
+		if cls.read && attempt == 0 && serverGone(err) && ctx.Err() == nil {
 			// A read can be sent again: the connection died with its
 			// server (the pool drops its siblings), nothing reached the
 			// caller, and the topology may know better by now.
