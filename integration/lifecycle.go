@@ -22,10 +22,20 @@ func (c *Cluster) stopNode(ctx context.Context, n *node) error {
 	if err := c.srv.stop(ctx, n, false); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	n.running = false
-	c.mu.Unlock()
+	c.setRunning(n, false)
 	return nil
+}
+
+func (c *Cluster) running(n *node) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return n.running
+}
+
+func (c *Cluster) setRunning(n *node, running bool) {
+	c.mu.Lock()
+	n.running = running
+	c.mu.Unlock()
 }
 
 // Kill crashes node i: it sends SIGKILL to the postmaster and every process
@@ -36,42 +46,32 @@ func (c *Cluster) Kill(i int) error {
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	running := n.running
-	c.mu.Unlock()
-	if !running {
+	if !c.running(n) {
 		return nil
 	}
 	if err := c.srv.kill(n); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	n.running = false
-	c.mu.Unlock()
+	c.setRunning(n, false)
 	return nil
 }
 
 // Start starts node i again on its port after Stop or Kill (pg_ctl start
-// -w, or a container start) and returns once it accepts connections; a replica then reconnects to
-// its upstream by itself (see WaitStreaming). Starting a running node does
-// nothing.
+// -w, or a container start) and returns once it accepts connections; a
+// replica then reconnects to its upstream by itself (see WaitStreaming).
+// Starting a running node does nothing.
 func (c *Cluster) Start(ctx context.Context, i int) error {
 	n, err := c.node(i)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	running := n.running
-	c.mu.Unlock()
-	if running && c.srv.alive(n) {
+	if c.running(n) && c.srv.alive(n) {
 		return nil
 	}
 	if err := c.srv.start(ctx, n); err != nil {
 		return c.withLogs(err, i)
 	}
-	c.mu.Lock()
-	n.running = true
-	c.mu.Unlock()
+	c.setRunning(n, true)
 	return nil
 }
 
@@ -135,8 +135,6 @@ func (c *Cluster) Repoint(ctx context.Context, i, upstream int) error {
 	if err := c.srv.start(ctx, n); err != nil {
 		return c.withLogs(err, i)
 	}
-	c.mu.Lock()
-	n.running = true
-	c.mu.Unlock()
+	c.setRunning(n, true)
 	return nil
 }
