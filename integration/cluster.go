@@ -198,6 +198,17 @@ func (c *Cluster) NodeDSN(i int) string {
 // the node is stopped and started again.
 func (c *Cluster) Port(i int) int { return c.nodes[i].port }
 
+// NodeAt returns the index of the node listening on port, or -1: with
+// inet_server_port() it tells which node served a query.
+func (c *Cluster) NodeAt(port int) int {
+	for i, n := range c.nodes {
+		if n.port == port {
+			return i
+		}
+	}
+	return -1
+}
+
 // Runtime reports how the servers run: RuntimeLocal or RuntimeDocker.
 func (c *Cluster) Runtime() string { return c.srv.runtime() }
 

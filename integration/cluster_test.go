@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -185,6 +186,47 @@ func TestPauseReplay(t *testing.T) {
 	waitCaughtUp(t, ctx, cluster)
 	if got := rowCount(t, ctx, cluster, 1, table, 1); got != "1" {
 		t.Fatalf("resumed replica 1 does not see the row: count = %s", got)
+	}
+}
+
+func TestPauseReplicas(t *testing.T) {
+	cluster.Need(t)
+	ctx := testCtx(t)
+	table := newTable(t, ctx, cluster)
+	waitCaughtUp(t, ctx, cluster)
+
+	resume := cluster.PauseReplicas(t)
+	mustExec(t, ctx, cluster, 0, "INSERT INTO "+table+" VALUES (1, 'paused')")
+	for i := 1; i < cluster.Len(); i++ {
+		if got := rowCount(t, ctx, cluster, i, table, 1); got != "0" {
+			t.Fatalf("paused replica %d sees the row: count = %s", i, got)
+		}
+	}
+	resume()
+	resume() // harmless
+	waitCaughtUp(t, ctx, cluster)
+	for i := 1; i < cluster.Len(); i++ {
+		if got := rowCount(t, ctx, cluster, i, table, 1); got != "1" {
+			t.Fatalf("resumed replica %d does not see the row: count = %s", i, got)
+		}
+	}
+}
+
+func TestNodeAt(t *testing.T) {
+	cluster.Need(t)
+	ctx := testCtx(t)
+	for i := range cluster.Len() {
+		port, err := cluster.QueryString(ctx, i, "SELECT inet_server_port()")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := strconv.Atoi(port)
+		if got := cluster.NodeAt(p); got != i {
+			t.Errorf("NodeAt(inet_server_port() of node %d = %d) = %d", i, p, got)
+		}
+	}
+	if got := cluster.NodeAt(1); got != -1 {
+		t.Errorf("NodeAt(1) = %d, want -1", got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"testing"
 	"time"
 )
 
@@ -77,4 +78,45 @@ func (c *Cluster) waitValue(ctx context.Context, i int, what, sql, want string) 
 		}
 		return got == want, fmt.Sprintf("%s = %q", sql, got), nil
 	})
+}
+
+// PauseReplicas pauses replay on every running replica, like PauseReplay,
+// and resumes it when t's test ends. The returned function resumes replay
+// earlier; calling it more than once is harmless. Failures fail t.
+func (c *Cluster) PauseReplicas(t testing.TB) (resume func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var paused []int
+	resume = func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, i := range paused {
+			if err := c.ResumeReplay(ctx, i); err != nil {
+				t.Errorf("resuming replay on node %d: %v", i, err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	for _, i := range c.replicas() {
+		if err := c.PauseReplay(ctx, i); err != nil {
+			t.Fatalf("pausing replay on node %d: %v", i, err)
+		}
+		paused = append(paused, i)
+	}
+	return resume
+}
+
+// replicas returns the indexes of the running replicas.
+func (c *Cluster) replicas() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var idx []int
+	for _, n := range c.nodes {
+		if n.running && n.standby {
+			idx = append(idx, n.index)
+		}
+	}
+	return idx
 }

@@ -62,18 +62,7 @@ func pauseReplicas(t *testing.T) {
 	if err := cluster.WaitCaughtUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for i := 1; i < cluster.Len(); i++ {
-			if err := cluster.ResumeReplay(context.Background(), i); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	for i := 1; i < cluster.Len(); i++ {
-		if err := cluster.PauseReplay(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cluster.PauseReplicas(t)
 }
 
 // nodeOf maps the X-Served-By port of a response to a node index.
@@ -83,13 +72,11 @@ func nodeOf(t *testing.T, resp *http.Response) int {
 	if err != nil {
 		t.Fatalf("no X-Served-By in %v", resp.Header)
 	}
-	for i := range cluster.Len() {
-		if cluster.Port(i) == port {
-			return i
-		}
+	n := cluster.NodeAt(port)
+	if n < 0 {
+		t.Fatalf("port %d is no node of the cluster", port)
 	}
-	t.Fatalf("port %d is no node of the cluster", port)
-	return -1
+	return n
 }
 
 // itemsApp is a small application: POST /items creates an item and

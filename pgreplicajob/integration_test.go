@@ -50,18 +50,7 @@ func TestProducerWorker(t *testing.T) {
 	if err := worker.PingContext(ctx); err != nil { // the worker knows the topology before the pause
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for i := 1; i < cluster.Len(); i++ {
-			if err := cluster.ResumeReplay(context.Background(), i); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	for i := 1; i < cluster.Len(); i++ {
-		if err := cluster.PauseReplay(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cluster.PauseReplicas(t)
 
 	type message struct {
 		OrderID int    `json:"order_id"`

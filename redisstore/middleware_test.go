@@ -115,18 +115,7 @@ func TestSecondTabAcrossInstances(t *testing.T) {
 	if err := cluster.WaitCaughtUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for i := 1; i < cluster.Len(); i++ {
-			if err := cluster.ResumeReplay(context.Background(), i); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	for i := 1; i < cluster.Len(); i++ {
-		if err := cluster.PauseReplay(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cluster.PauseReplicas(t)
 
 	resp, body := fetch(t, a, http.MethodPost, "/items", "alice", url.Values{"v": {"via A"}})
 	if resp.StatusCode != http.StatusOK || body != "via A" {

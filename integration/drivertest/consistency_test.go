@@ -37,7 +37,7 @@ func TestReadYourWritesWithPausedReplicas(t *testing.T) {
 				if err := cluster.WaitCaughtUp(ctx); err != nil {
 					t.Fatal(err)
 				}
-				pauseAllReplicas(t)
+				resume := cluster.PauseReplicas(t)
 				if _, err := cn.ExecContext(ctx, "INSERT INTO "+tbl+" (v) VALUES ($1)", "fresh"); err != nil {
 					t.Fatal(err)
 				}
@@ -55,7 +55,7 @@ func TestReadYourWritesWithPausedReplicas(t *testing.T) {
 				if !errors.Is(err, pgreplica.ErrNoFreshReplica) {
 					t.Fatalf("replica-only read with replay paused: %v, want ErrNoFreshReplica", err)
 				}
-				resumeAllReplicas(t)
+				resume()
 				if err := db.QueryRowContext(context.Background(), q).Scan(&v, &port); err != nil {
 					t.Fatal(err)
 				}
@@ -79,7 +79,7 @@ func TestTokenAcrossDBs(t *testing.T) {
 			if err := cluster.WaitCaughtUp(ctx); err != nil {
 				t.Fatal(err)
 			}
-			pauseAllReplicas(t)
+			resume := cluster.PauseReplicas(t)
 
 			sess := pgreplica.NewSession()
 			var id int
@@ -112,7 +112,7 @@ func TestTokenAcrossDBs(t *testing.T) {
 			if err := consumer.QueryRowContext(ctx, q, id).Scan(&v, &port); !errors.Is(err, sql.ErrNoRows) {
 				t.Fatalf("untokened read with replay paused: %v, want no rows from a replica", err)
 			}
-			resumeAllReplicas(t)
+			resume()
 			if err := consumer.QueryRowContext(wctx, q, id).Scan(&v, &port); err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func TestCommitCapture(t *testing.T) {
 			db := open(t, inner)
 			ctx := ctxFor(t)
 			tbl := table(t, db)
-			pauseAllReplicas(t)
+			cluster.PauseReplicas(t)
 			sess := pgreplica.NewSession()
 			sctx := pgreplica.WithSession(ctx, sess)
 			tx, err := db.BeginTx(sctx, nil)

@@ -60,13 +60,11 @@ func ctxFor(t *testing.T) context.Context {
 // nodeOf maps a server port to the harness node index.
 func nodeOf(t *testing.T, port int) int {
 	t.Helper()
-	for i := range cluster.Len() {
-		if cluster.Port(i) == port {
-			return i
-		}
+	n := cluster.NodeAt(port)
+	if n < 0 {
+		t.Fatalf("port %d is no node of the cluster", port)
 	}
-	t.Fatalf("port %d is no node of the cluster", port)
-	return -1
+	return n
 }
 
 // servedBy runs a query returning inet_server_port() and reports the node.
@@ -96,27 +94,6 @@ func mustExec(t *testing.T, i int, sql string) {
 	t.Helper()
 	if err := cluster.Exec(ctxFor(t), i, sql); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// pauseAllReplicas pauses replay everywhere and resumes it at cleanup.
-func pauseAllReplicas(t *testing.T) {
-	t.Helper()
-	ctx := ctxFor(t)
-	for i := 1; i < cluster.Len(); i++ {
-		if err := cluster.PauseReplay(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { resumeAllReplicas(t) })
-}
-
-func resumeAllReplicas(t *testing.T) {
-	ctx := context.Background()
-	for i := 1; i < cluster.Len(); i++ {
-		if err := cluster.ResumeReplay(ctx, i); err != nil {
-			t.Error(err)
-		}
 	}
 }
 

@@ -74,19 +74,7 @@ func Run(t testing.TB, ctx context.Context, cluster *integration.Cluster, db *sq
 		}
 	}
 
-	for i := range cluster.Len() {
-		if i == cluster.Primary() {
-			continue
-		}
-		if err := cluster.PauseReplay(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := cluster.ResumeReplay(context.Background(), i); err != nil {
-				t.Errorf("resume replay on node %d: %v", i, err)
-			}
-		})
-	}
+	cluster.PauseReplicas(t)
 	sctx := pgreplica.WithSession(ctx, pgreplica.NewSession())
 	exec(sctx, "INSERT INTO "+tbl+" (v) VALUES ('fresh')")
 	exec(sctx, "INSERT INTO "+tbl+" (v) VALUES ('fresher')")

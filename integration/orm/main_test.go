@@ -65,47 +65,11 @@ func connectorOf(t *testing.T, db *sql.DB) *pgreplica.Connector {
 // nodeOf maps a server port to the harness node index.
 func nodeOf(t *testing.T, port int) int {
 	t.Helper()
-	for i := range cluster.Len() {
-		if cluster.Port(i) == port {
-			return i
-		}
+	n := cluster.NodeAt(port)
+	if n < 0 {
+		t.Fatalf("port %d is no node of the cluster", port)
 	}
-	t.Fatalf("port %d is no node of the cluster", port)
-	return -1
-}
-
-// pauseAllReplicas pauses replay on every replica and resumes it at
-// cleanup (if the test has not already).
-func pauseAllReplicas(t *testing.T) {
-	t.Helper()
-	ctx := ctxFor(t)
-	for i := range cluster.Len() {
-		if i == cluster.Primary() {
-			continue
-		}
-		if err := cluster.PauseReplay(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { resumeAllReplicas(t) })
-}
-
-// resumeAllReplicas resumes replay everywhere and waits until every
-// replica has replayed all the primary wrote.
-func resumeAllReplicas(t *testing.T) {
-	t.Helper()
-	ctx := ctxFor(t)
-	for i := range cluster.Len() {
-		if i == cluster.Primary() {
-			continue
-		}
-		if err := cluster.ResumeReplay(ctx, i); err != nil {
-			t.Error(err)
-		}
-	}
-	if err := cluster.WaitCaughtUp(ctx); err != nil {
-		t.Error(err)
-	}
+	return n
 }
 
 // dropItems drops the items table on the primary, behind pgreplica's back:

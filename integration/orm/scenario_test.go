@@ -54,7 +54,7 @@ func testLibrary(t *testing.T, db *sql.DB, lib items) {
 	if err := cluster.WaitCaughtUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pauseAllReplicas(t)
+	resume := cluster.PauseReplicas(t)
 
 	sess := pgreplica.NewSession()
 	sctx := pgreplica.WithSession(ctx, sess)
@@ -145,7 +145,10 @@ func testLibrary(t *testing.T, db *sql.DB, lib items) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resumeAllReplicas(t)
+	resume()
+	if err := cluster.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// Every requirement below is at most what the replicas replayed before
 	// WaitCaughtUp returned, so a replica qualifies at once: none of these

@@ -144,7 +144,7 @@ func (a *app) readLoop(stop context.Context) {
 			var port int
 			op.err = a.db.QueryRowContext(rctx, "SELECT coalesce(max(seq), 0), inet_server_port() FROM "+a.table).Scan(&op.got, &port)
 			cancel()
-			op.node = nodeOf(a.c, port)
+			op.node = a.c.NodeAt(port)
 		} else {
 			rctx, cancel := context.WithTimeout(ev, 3*time.Second)
 			op.node, op.err = servedBy(rctx, a.db, a.c)

@@ -107,16 +107,6 @@ func newTable(t *testing.T, c *integration.Cluster) string {
 	return name
 }
 
-// nodeOf maps a server port to c's node index, -1 when none matches.
-func nodeOf(c *integration.Cluster, port int) int {
-	for i := range c.Len() {
-		if c.Port(i) == port {
-			return i
-		}
-	}
-	return -1
-}
-
 // servedBy runs SELECT inet_server_port() through db and returns the node
 // that answered.
 func servedBy(ctx context.Context, db *sql.DB, c *integration.Cluster) (int, error) {
@@ -124,7 +114,7 @@ func servedBy(ctx context.Context, db *sql.DB, c *integration.Cluster) (int, err
 	if err := db.QueryRowContext(ctx, "SELECT inet_server_port()").Scan(&port); err != nil {
 		return -1, err
 	}
-	if n := nodeOf(c, port); n >= 0 {
+	if n := c.NodeAt(port); n >= 0 {
 		return n, nil
 	}
 	return -1, fmt.Errorf("port %d is no node of the cluster", port)
