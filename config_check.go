@@ -1,6 +1,7 @@
 package pgreplica
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -14,42 +15,20 @@ import (
 func (c Config) withDefaults() Config {
 	c.Hosts = slices.Clone(c.Hosts)
 	for i := range c.Hosts {
-		if c.Hosts[i].Port == 0 {
-			c.Hosts[i].Port = defaultPort
-		}
+		c.Hosts[i].Port = cmp.Or(c.Hosts[i].Port, defaultPort)
 	}
 	c.Params = maps.Clone(c.Params)
 	c.TokenKey = slices.Clone(c.TokenKey)
-	if c.Driver == "" {
-		c.Driver = DriverPgx
-	}
-	if c.MaxConnsPerHost == 0 {
-		c.MaxConnsPerHost = defaultMaxConnsPerHost
-	}
-	if c.ConnMaxIdleTime == 0 {
-		c.ConnMaxIdleTime = defaultConnMaxIdleTime
-	}
-	if c.ConnMaxLifetime == 0 {
-		c.ConnMaxLifetime = defaultConnMaxLifetime
-	}
-	if c.HealthCheckAfter == 0 {
-		c.HealthCheckAfter = defaultHealthCheckAfter
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = defaultConnectTimeout
-	}
-	if c.MonitorInterval == 0 {
-		c.MonitorInterval = defaultMonitorInterval
-	}
-	if c.WaitBudget == 0 {
-		c.WaitBudget = defaultWaitBudget
-	}
-	if c.Fallback == FallbackDefault {
-		c.Fallback = FallbackPrimary
-	}
-	if c.MaxPrimaryFallbacks == 0 {
-		c.MaxPrimaryFallbacks = max(1, c.MaxConnsPerHost/2)
-	}
+	c.Driver = cmp.Or(c.Driver, DriverPgx)
+	c.MaxConnsPerHost = cmp.Or(c.MaxConnsPerHost, defaultMaxConnsPerHost)
+	c.ConnMaxIdleTime = cmp.Or(c.ConnMaxIdleTime, defaultConnMaxIdleTime)
+	c.ConnMaxLifetime = cmp.Or(c.ConnMaxLifetime, defaultConnMaxLifetime)
+	c.HealthCheckAfter = cmp.Or(c.HealthCheckAfter, defaultHealthCheckAfter)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, defaultConnectTimeout)
+	c.MonitorInterval = cmp.Or(c.MonitorInterval, defaultMonitorInterval)
+	c.WaitBudget = cmp.Or(c.WaitBudget, defaultWaitBudget)
+	c.Fallback = cmp.Or(c.Fallback, FallbackPrimary)
+	c.MaxPrimaryFallbacks = cmp.Or(c.MaxPrimaryFallbacks, max(1, c.MaxConnsPerHost/2))
 	// DefaultConsistency (ConsistencyProcess) and Policy (PolicyRoundRobin)
 	// default to their zero values.
 	return c

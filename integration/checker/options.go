@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -39,27 +40,13 @@ const (
 )
 
 func (o Options) withDefaults() Options {
-	if o.Target == "" {
-		o.Target = TargetSession
-	}
-	if o.Driver == "" {
-		o.Driver = "pgx"
-	}
-	if o.Sessions == 0 {
-		o.Sessions = DefaultSessions
-	}
-	if o.Keys == 0 {
-		o.Keys = DefaultKeys
-	}
-	if o.Duration == 0 {
-		o.Duration = DefaultDuration
-	}
-	if o.Seed == 0 {
-		o.Seed = uint64(time.Now().UnixNano())
-	}
-	if o.Table == "" {
-		o.Table = defaultTable
-	}
+	o.Target = cmp.Or(o.Target, TargetSession)
+	o.Driver = cmp.Or(o.Driver, "pgx")
+	o.Sessions = cmp.Or(o.Sessions, DefaultSessions)
+	o.Keys = cmp.Or(o.Keys, DefaultKeys)
+	o.Duration = cmp.Or(o.Duration, DefaultDuration)
+	o.Seed = cmp.Or(o.Seed, uint64(time.Now().UnixNano()))
+	o.Table = cmp.Or(o.Table, defaultTable)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
