@@ -84,6 +84,8 @@ type Config struct {
 
 	// Policy picks among eligible replicas; default PolicyRoundRobin.
 	Policy Policy
+	// Picker, when set, replaces Policy with a picker of your own.
+	Picker Picker
 	// Zone is the client's own zone; replicas with the same Host.Zone are
 	// preferred.
 	Zone string
@@ -147,7 +149,8 @@ const (
 	FallbackStale
 )
 
-// Policy picks one replica among those eligible for a read.
+// Policy names a built-in Picker: how one replica is chosen among those
+// that satisfy a read.
 type Policy int
 
 // Selection policies.

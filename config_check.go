@@ -91,16 +91,19 @@ func (c Config) validate() error {
 			return errBadConfigf("%s is %v; want >= 0 (0 selects the default)", d.name, d.v)
 		}
 	}
-	if c.DefaultConsistency < ConsistencyProcess || c.DefaultConsistency > ConsistencyPrimary {
+	if !isNamed(c.DefaultConsistency, consistencyNames) {
 		return errBadConfigf("DefaultConsistency is %d; want ConsistencyProcess, ConsistencyEventual or ConsistencyPrimary", int(c.DefaultConsistency))
 	}
-	if c.Fallback < FallbackDefault || c.Fallback > FallbackStale {
+	if c.Fallback != FallbackDefault && !isNamed(c.Fallback, fallbackNames) {
 		return errBadConfigf("Fallback is %d; want FallbackDefault, FallbackPrimary, FallbackError or FallbackStale", int(c.Fallback))
 	}
 	if c.StaleFallbackLag < 0 {
 		return errBadConfigf("StaleFallbackLag is negative")
 	}
-	if c.Policy < PolicyRoundRobin || c.Policy > PolicyLatency {
+	if len(c.Hosts) > maxHosts {
+		return errBadConfigf("%d hosts; at most %d are supported", len(c.Hosts), maxHosts)
+	}
+	if !isNamed(c.Policy, policyNames) {
 		return errBadConfigf("Policy is %d; want PolicyRoundRobin, PolicyRandom, PolicyLeastLag or PolicyLatency", int(c.Policy))
 	}
 	if strings.IndexByte(c.User, 0) >= 0 {
@@ -133,4 +136,10 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// isNamed reports whether v is one of the values names lists (the values a
+// DSN can spell).
+func isNamed[T comparable](v T, names []dsnEnumName[T]) bool {
+	return slices.ContainsFunc(names, func(n dsnEnumName[T]) bool { return n.v == v })
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-
-	"github.com/jackc/puddle/v2"
 )
 
 // conn is the virtual connection database/sql pools. It holds no socket:
@@ -17,7 +15,7 @@ type conn struct {
 	// pinned is the primary connection that holds this conn's session
 	// state; every statement runs there until database/sql discards this
 	// conn (IsValid reports false, so it is never handed to someone else).
-	pinned *puddle.Resource[*physical]
+	pinned *lease
 	tx     *tx
 	closed bool
 	// ownsConnector is set by Driver.Open, which made a connector for this
@@ -25,6 +23,11 @@ type conn struct {
 	ownsConnector bool
 }
 
+// Each optional interface is implemented on purpose: without it
+// database/sql falls back to a slower path (Prepare + Stmt for every call
+// without ExecerContext/QueryerContext, Begin without isolation levels
+// without ConnBeginTx) or to its own argument conversion (which would run
+// before the inner driver's NamedValueChecker can see the value).
 var (
 	_ driver.Conn               = (*conn)(nil)
 	_ driver.ConnBeginTx        = (*conn)(nil)
@@ -49,30 +52,43 @@ func (cn *conn) QueryContext(ctx context.Context, query string, args []driver.Na
 	return cn.query(ctx, query, cn.c.classes.classify(query), args)
 }
 
+// exec runs a statement on the primary: Exec returns no rows, so a read
+// sent through it gains nothing from a replica.
 func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue) (driver.Result, error) {
 	if cn.closed {
 		return nil, driver.ErrBadConn
 	}
-	if res := cn.sticky(); res != nil {
-		return cn.execOn(ctx, res.Value(), query, cls, args)
+	pl, err := cn.c.planFor(ctx, onPrimary(cls))
+	if err != nil {
+		return nil, err
 	}
-	res, err := cn.c.acquirePrimary(ctx)
+	if l := cn.sticky(); l != nil {
+		r, err := cn.execOn(ctx, &pl, l.p, query, cls, args)
+		if cn.tx == nil && pl.capture {
+			err = cn.c.writeFailed(l.p, err)
+		}
+		return r, err
+	}
+	var r driver.Result
+	l, err := cn.c.route(ctx, &pl, "", func(p *physical) (err error) {
+		r, err = cn.execOn(ctx, &pl, p, query, cls, args)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	if cls.sessionState {
-		cn.pinned = res
-		return cn.execOn(ctx, res.Value(), query, cls, args)
+		cn.pinned = l
+	} else {
+		l.release(nil)
 	}
-	r, err := cn.execOn(ctx, res.Value(), query, cls, args)
-	res.Value().node.pool.release(res, err)
-	return r, err
+	return r, nil
 }
 
 // execOn runs a statement on p. Outside a transaction a write commits at
-// once, so its LSN is captured here.
-func (cn *conn) execOn(ctx context.Context, p *physical, query string, cls stmtClass, args []driver.NamedValue) (driver.Result, error) {
-	cn.noteSession(p, cls)
+// once, so its LSN is captured with it.
+func (cn *conn) execOn(ctx context.Context, pl *plan, p *physical, query string, cls stmtClass, args []driver.NamedValue) (driver.Result, error) {
+	p.note(cls)
 	if err := convertArgs(p.conn, args); err != nil {
 		return nil, err
 	}
@@ -80,50 +96,65 @@ func (cn *conn) execOn(ctx context.Context, p *physical, query string, cls stmtC
 		cn.tx.noteStatement(cls)
 		return execInner(ctx, p.conn, query, args)
 	}
-	if cls.read || cls.noWAL {
+	if !pl.capture {
 		return execInner(ctx, p.conn, query, args)
 	}
-	r, err := cn.c.execCapture(ctx, p, query, cls, args)
-	return r, cn.c.writeFailed(p.node, err)
+	return cn.c.execCapture(ctx, pl, p, query, cls, args)
 }
 
 func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue) (driver.Rows, error) {
 	if cn.closed {
 		return nil, driver.ErrBadConn
 	}
-	if res := cn.sticky(); res != nil {
-		return cn.queryOn(ctx, res.Value(), query, cls, args)
+	sticky := cn.sticky()
+	switch {
+	case sticky == nil && cls.sessionState:
+		cls = onPrimary(cls) // it pins: only the primary keeps it
+	case sticky == nil && cn.c.readOnlyLearned.has(query):
+		cls = classWrite(cls)
+	}
+	pl, err := cn.c.planFor(ctx, cls)
+	if err != nil {
+		return nil, err
+	}
+	if sticky != nil {
+		return cn.queryOn(ctx, &pl, sticky.p, query, cls, args)
+	}
+	var rows driver.Rows
+	l, err := cn.c.route(ctx, &pl, query, func(p *physical) (err error) {
+		p.note(cls)
+		if err := convertArgs(p.conn, args); err != nil {
+			return err
+		}
+		rows, err = queryInner(ctx, p.conn, query, args)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if cls.sessionState {
-		res, err := cn.c.acquirePrimary(ctx)
-		if err != nil {
-			return nil, err
+		cn.pinned = l
+		return cn.stickyRows(ctx, &pl, l.p, rows), nil
+	}
+	return &routedRows{Rows: rows, onClose: func(err error) {
+		if err == nil {
+			err = cn.c.finish(ctx, &pl, l)
 		}
-		cn.pinned = res
-		return cn.queryOn(ctx, res.Value(), query, cls, args)
-	}
-	return cn.c.routeQuery(ctx, query, cls, args)
-}
-
-// sticky returns the physical conn this virtual conn is bound to, if any.
-func (cn *conn) sticky() *puddle.Resource[*physical] {
-	if cn.tx != nil {
-		return cn.tx.res
-	}
-	return cn.pinned
+		l.release(err)
+	}}, nil
 }
 
 // queryOn runs a query on the pinned or transaction connection, which
 // stays borrowed after the rows close.
-func (cn *conn) queryOn(ctx context.Context, p *physical, query string, cls stmtClass, args []driver.NamedValue) (driver.Rows, error) {
-	cn.noteSession(p, cls)
+func (cn *conn) queryOn(ctx context.Context, pl *plan, p *physical, query string, cls stmtClass, args []driver.NamedValue) (driver.Rows, error) {
+	p.note(cls)
 	if err := convertArgs(p.conn, args); err != nil {
 		return nil, err
 	}
 	rows, err := queryInner(ctx, p.conn, query, args)
 	if err != nil {
-		if cn.tx == nil && !cls.read {
-			err = cn.c.writeFailed(p.node, err)
+		if cn.tx == nil && pl.capture {
+			err = cn.c.writeFailed(p, err)
 		}
 		return nil, err
 	}
@@ -131,19 +162,40 @@ func (cn *conn) queryOn(ctx context.Context, p *physical, query string, cls stmt
 		cn.tx.noteStatement(cls)
 		return rows, nil
 	}
-	if cls.read || cls.noWAL {
-		return rows, nil
-	}
-	return cn.c.captureOnClose(ctx, p, cls, rows, nil), nil
+	return cn.stickyRows(ctx, pl, p, rows), nil
 }
 
-func (cn *conn) noteSession(p *physical, cls stmtClass) {
-	if cls.sessionState {
-		p.dirty = true
+// stickyRows captures the LSN of a write outside a transaction once its
+// rows are done (INSERT … RETURNING on a pinned connection).
+func (cn *conn) stickyRows(ctx context.Context, pl *plan, p *physical, rows driver.Rows) driver.Rows {
+	if !pl.capture {
+		return rows
 	}
-	if cls.asyncCommit {
-		p.asyncCommit = true
+	return &routedRows{Rows: rows, onClose: func(err error) {
+		if err == nil {
+			cn.c.captureAfter(context.WithoutCancel(ctx), pl, p)
+		}
+	}}
+}
+
+// sticky returns the lease this virtual conn is bound to, if any.
+func (cn *conn) sticky() *lease {
+	if cn.tx != nil {
+		return cn.tx.lease
 	}
+	return cn.pinned
+}
+
+// onPrimary marks a statement for the primary whatever it is.
+func onPrimary(cls stmtClass) stmtClass {
+	cls.hint = hintPrimary
+	return cls
+}
+
+// classWrite treats a statement as a write (a replica refused it).
+func classWrite(cls stmtClass) stmtClass {
+	cls.read = false
+	return cls
 }
 
 // PrepareContext returns a statement that is routed like a plain call each
@@ -172,15 +224,14 @@ func (cn *conn) Ping(ctx context.Context) error {
 	if cn.closed {
 		return driver.ErrBadConn
 	}
-	res, err := cn.c.acquirePrimary(ctx)
+	l, err := cn.c.leasePrimary(ctx, cn.c.topo.Load(), false)
 	if err != nil {
 		return err
 	}
-	p := res.Value()
-	if pg, ok := p.conn.(driver.Pinger); ok {
+	if pg, ok := l.p.conn.(driver.Pinger); ok {
 		err = pg.Ping(ctx)
 	}
-	p.node.pool.release(res, err)
+	l.release(err)
 	return err
 }
 
@@ -195,8 +246,8 @@ func (cn *conn) ResetSession(context.Context) error {
 }
 
 // IsValid reports false for a conn that pinned session state, so
-// database/sql closes it instead of pooling it; closing cleans the physical
-// connection (DISCARD ALL) before anyone else gets it.
+// database/sql closes it instead of pooling it; closing closes the physical
+// connection, so its session state reaches nobody else.
 func (cn *conn) IsValid() bool {
 	return !cn.closed && cn.pinned == nil && cn.tx == nil
 }
@@ -217,9 +268,9 @@ func (cn *conn) Close() error {
 		cn.tx.Rollback()
 	}
 	if cn.pinned != nil {
-		res := cn.pinned
+		l := cn.pinned
 		cn.pinned = nil
-		res.Value().node.pool.release(res, nil)
+		l.release(nil) // a dirty connection is closed, not reused
 	}
 	if cn.ownsConnector {
 		cn.c.Close()

@@ -1,6 +1,7 @@
 package pgreplica
 
 import (
+	"cmp"
 	"context"
 	"database/sql/driver"
 	"io"
@@ -25,11 +26,12 @@ type Connector struct {
 	// readOnlyLearned remembers statements a replica refused with SQLSTATE
 	// 25006, so they go straight to the primary next time.
 	readOnlyLearned *stmtCache
-	// rr spreads reads over replicas.
-	rr atomic.Uint64
-	// processLSN is the highest LSN any write through this connector
-	// committed at: the "process" consistency watermark.
-	processLSN atomic.Uint64
+	// picker chooses among the replicas that satisfy a read.
+	picker Picker
+	// mark is this connector's handle on its cluster's process watermark;
+	// localLSN stands in while the cluster is unknown (watermark.go).
+	mark     atomic.Pointer[watermark]
+	localLSN atomic.Uint64
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
 	metrics     metrics
@@ -71,6 +73,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	c.mon = newMonitor(c)
 	c.fallbackSlots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
 	c.probe = func(ctx context.Context, n *node) *nodeStatus { return n.probe(ctx) }
+	c.picker = cmp.Or(cfg.Picker, newPicker(cfg.Policy))
 	for i, h := range cfg.Hosts {
 		ic, err := inner(&c.cfg, h)
 		if err != nil {
@@ -82,7 +85,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	c.topo.Store(&topology{writeErr: ErrNoPrimary})
+	c.topo.Store(emptyTopology(c.nodes))
 	return c, nil
 }
 
@@ -175,35 +178,12 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 	}
 }
 
-// measureLag records the primary's position and each replica's lag as of
-// the replica's own last sample.
-func (c *Connector) measureLag(t *topology) {
-	if t.primary == nil {
-		return
-	}
-	pst := t.primary.status.Load()
-	c.primaryLSNs.add(pst.at, pst.lsn)
-	for _, n := range t.replicas {
-		st := n.status.Load()
-		var lagBytes uint64
-		var lag time.Duration
-		if st.lsn < pst.lsn {
-			lagBytes = uint64(pst.lsn - st.lsn)
-		}
-		if at, ok := c.primaryLSNs.passedAt(st.lsn); ok {
-			lag = max(st.at.Sub(at), 0)
-		}
-		n.lagBytes.Store(lagBytes)
-		n.lag.Store(int64(lag))
-	}
-}
-
 // publish installs a new topology and logs role-level changes.
 func (c *Connector) publish(t *topology) {
 	prev := c.topo.Swap(t)
-	if prev.primary != t.primary {
-		if t.primary != nil {
-			c.log.Info("pgreplica: primary", "host", t.primary.name)
+	if prev.primaryHost() != t.primaryHost() {
+		if p := t.primaryNode(); p != nil {
+			c.log.Info("pgreplica: primary", "host", p.n.name)
 		} else if t.writeErr != nil {
 			c.log.Error("pgreplica: no writable primary", "err", t.writeErr)
 		}

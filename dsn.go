@@ -153,14 +153,26 @@ func newDSNError(sentinel error, format string, args ...any) *dsnError {
 func errBadDSNf(format string, args ...any) error { return newDSNError(ErrBadDSN, format, args...) }
 
 // scrubPassword is a last line of defence: should a message quote something
-// that happens to contain the password, the password is masked. Very short
-// passwords are left alone, as masking them would garble the message.
+// that happens to contain the password, the password is masked.
 func scrubPassword(err error, password string) error {
 	e, ok := err.(*dsnError)
-	if !ok || len(password) < 4 || !strings.Contains(e.msg, password) {
+	if !ok {
 		return err
 	}
-	return &dsnError{msg: strings.ReplaceAll(e.msg, password, redactedPassword), errs: e.errs}
+	if msg := redactPassword(e.msg, password); msg != e.msg {
+		return &dsnError{msg: msg, errs: e.errs}
+	}
+	return err
+}
+
+// redactPassword masks password in msg, for messages of our own and of
+// inner drivers that may quote a DSN. Very short passwords are left alone,
+// as masking them would garble the message.
+func redactPassword(msg, password string) string {
+	if len(password) < 4 {
+		return msg
+	}
+	return strings.ReplaceAll(msg, password, redactedPassword)
 }
 
 // redactedPassword replaces passwords in redacted output.

@@ -24,8 +24,10 @@ var (
 	// ErrSplitBrain reports that more than one host claims to be the primary
 	// and the driver cannot tell which one is legitimate; no write is sent.
 	ErrSplitBrain = errors.New("pgreplica: more than one primary (split brain)")
-	// ErrNoReplica reports that a read had to be served by a replica and none
-	// is usable.
+	// ErrNoReplica reports a read that had to be served by a replica
+	// (FallbackError) when no replica was usable at all: none healthy, or
+	// none within the lag bounds. Such an error matches ErrNoFreshReplica
+	// too.
 	ErrNoReplica = errors.New("pgreplica: no usable replica")
 	// ErrNoFreshReplica reports that no replica reached the read's required
 	// position (or staleness bound) in time and the fallback policy forbade
@@ -43,3 +45,22 @@ var (
 	// ErrClosed reports use of a connector after Close.
 	ErrClosed = errors.New("pgreplica: connector closed")
 )
+
+// NoFreshReplicaError is the error of a read that no replica could serve
+// and that was not allowed to fall back to the primary. It matches
+// errors.Is(err, ErrNoFreshReplica); Reason is ReasonTimeout or
+// ReasonNoReplica, and with ReasonNoReplica it matches ErrNoReplica too.
+type NoFreshReplicaError struct {
+	Reason string
+	Detail string
+}
+
+func (e *NoFreshReplicaError) Error() string {
+	return ErrNoFreshReplica.Error() + ": " + e.Detail
+}
+
+// Is makes errors.Is(err, ErrNoFreshReplica) true, and errors.Is(err,
+// ErrNoReplica) when no replica was usable at all.
+func (e *NoFreshReplicaError) Is(target error) bool {
+	return target == ErrNoFreshReplica || target == ErrNoReplica && e.Reason == ReasonNoReplica
+}

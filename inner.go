@@ -5,13 +5,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"reflect"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/lib/pq"
 )
@@ -23,13 +19,13 @@ func innerConnector(cfg *Config, h Host) (driver.Connector, error) {
 	case DriverPq:
 		c, err := pq.NewConnector(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactErr(err, cfg.Password))
+			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactPassword(err.Error(), cfg.Password))
 		}
 		return c, nil
 	default:
 		pc, err := pgx.ParseConfig(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactErr(err, cfg.Password))
+			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactPassword(err.Error(), cfg.Password))
 		}
 		return stdlib.GetConnector(*pc), nil
 	}
@@ -120,7 +116,7 @@ func convertArgs(c driver.Conn, args []driver.NamedValue) error {
 				return err
 			}
 		}
-		v, err := defaultConvert(nv.Value)
+		v, err := driver.DefaultParameterConverter.ConvertValue(nv.Value)
 		if err != nil {
 			return fmt.Errorf("pgreplica: converting argument $%d: %w", nv.Ordinal, err)
 		}
@@ -129,82 +125,89 @@ func convertArgs(c driver.Conn, args []driver.NamedValue) error {
 	return nil
 }
 
-func defaultConvert(v any) (driver.Value, error) {
-	if vr, ok := v.(driver.Valuer); ok {
-		// A nil pointer whose type implements Valuer on a value receiver
-		// is NULL, as in database/sql.
-		if rv := reflect.ValueOf(vr); rv.Kind() == reflect.Pointer && rv.IsNil() &&
-			rv.Type().Elem().Implements(reflect.TypeFor[driver.Valuer]()) {
-			return nil, nil
-		}
-		val, err := vr.Value()
-		if err != nil {
-			return nil, err
-		}
-		if !driver.IsValue(val) {
-			return nil, fmt.Errorf("non-Value type %T returned from Value", val)
-		}
-		return val, nil
+// queryLSN runs a query that answers one pg_lsn as text (a replay, flush
+// or insert position) and parses it.
+func queryLSN(ctx context.Context, c driver.Conn, query string) (LSN, error) {
+	rows, err := queryInner(ctx, c, query, nil)
+	if err != nil {
+		return 0, err
 	}
-	return driver.DefaultParameterConverter.ConvertValue(v)
+	defer rows.Close()
+	v := make([]driver.Value, 1)
+	if err := rows.Next(v); err != nil {
+		return 0, err
+	}
+	return lsnValue(v[0])
 }
 
-// sqlState returns the SQLSTATE of a server error from either inner driver.
-func sqlState(err error) string {
-	var s interface{ SQLState() string }
-	if errors.As(err, &s) {
-		return s.SQLState()
-	}
-	return ""
-}
-
-// SQLSTATE codes the router acts on.
+// Positions the router reads. A write's LSN must be read after its COMMIT
+// and be at or past the end of its record: for a synchronous commit the
+// flush LSN is the tight choice (already flushed, so replicas will reach
+// it); when the commit may have been asynchronous only the insert LSN is
+// safe (the flush LSN is usually still below the commit record).
 const (
-	stateReadOnlyTx        = "25006" // read_only_sql_transaction
-	stateSerialization     = "40001" // also "conflict with recovery" on a standby
-	stateAdminShutdown     = "57P01"
-	stateCannotConnectNow  = "57P03"
-	stateFeatureNotSupport = "0A000"
+	replaySQL    = "SELECT pg_last_wal_replay_lsn()::text"
+	flushLSNSQL  = "SELECT pg_current_wal_flush_lsn()::text"
+	insertLSNSQL = "SELECT pg_current_wal_insert_lsn()::text"
 )
 
-// isConnLost reports an error that means the server connection is gone.
-func isConnLost(err error) bool {
-	if err == nil {
-		return false
+func lsnSQL(async bool) string {
+	if async {
+		return insertLSNSQL
 	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	switch sqlState(err) {
-	case stateAdminShutdown, stateCannotConnectNow, "57P02", "08006", "08003", "08000":
-		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return false
-	}
-	return pgconn.SafeToRetry(err)
+	return flushLSNSQL
 }
 
-// serverGone reports a lost connection that says nothing about the
-// statement: not one that the inner driver closed because the statement's
-// context ended (pgx reports that as a timeout, which is a net.Error too),
-// nor pgx's ErrBadConn for a connection it found broken before sending.
-func serverGone(err error) bool {
-	return isConnLost(err) && !errors.Is(err, driver.ErrBadConn) &&
-		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+// wire is what the router needs from an inner connection beyond
+// database/sql's interfaces. pgx (wire_pgx.go) exposes the protocol, so a
+// write and the read of its LSN share one flight; every other inner
+// driver gets genericWire.
+type wire interface {
+	// execCapture runs an autocommit write and then lsnQuery, after the
+	// write's commit, and returns the write's result and the position.
+	execCapture(ctx context.Context, p *physical, query string, cls stmtClass, args []driver.NamedValue, lsnQuery string) (driver.Result, LSN, error)
+	// commitCapture commits tx and then runs lsnQuery.
+	commitCapture(ctx context.Context, p *physical, tx driver.Tx, lsnQuery string) (LSN, error)
+	// badConnMaySend reports whether the driver returns ErrBadConn also
+	// for a connection that broke after a statement was sent (lib/pq
+	// does), so that ErrBadConn does not prove the write was not sent.
+	badConnMaySend() bool
 }
 
-// redactErr returns err's message with the password blanked out, for
-// errors of inner drivers that may quote their DSN.
-func redactErr(err error, password string) string {
-	msg := err.Error()
-	if password != "" {
-		msg = strings.ReplaceAll(msg, password, "xxxxx")
+// genericWire reads positions with a statement of their own after the
+// write: one more round trip. It assumes the worst of ErrBadConn.
+type genericWire struct{}
+
+func (genericWire) execCapture(ctx context.Context, p *physical, query string, _ stmtClass, args []driver.NamedValue, lsnQuery string) (driver.Result, LSN, error) {
+	r, err := execInner(ctx, p.conn, query, args)
+	if err != nil {
+		return nil, 0, err
 	}
-	return msg
+	lsn, err := queryLSN(ctx, p.conn, lsnQuery)
+	if err != nil {
+		return nil, 0, fmt.Errorf("pgreplica: reading the write's LSN: %w", err)
+	}
+	return r, lsn, nil
+}
+
+func (genericWire) commitCapture(ctx context.Context, p *physical, tx driver.Tx, lsnQuery string) (LSN, error) {
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	lsn, err := queryLSN(ctx, p.conn, lsnQuery)
+	if err != nil {
+		return 0, fmt.Errorf("pgreplica: reading the commit's LSN: %w", err)
+	}
+	return lsn, nil
+}
+
+func (genericWire) badConnMaySend() bool { return true }
+
+// newWire returns the wire for an inner connection: the only place that
+// looks at the inner connection's type.
+func newWire(c driver.Conn) wire {
+	if sc, ok := c.(*stdlib.Conn); ok {
+		return &pgxWire{conn: sc.Conn()}
+	}
+	return genericWire{}
 }

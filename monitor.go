@@ -89,12 +89,11 @@ func (m *monitor) rebuild() {
 	// Counted before the build: a probe counts only after its status is
 	// stored, so when all have counted, the build sees every status.
 	all := m.allProbed()
-	t := buildTopology(m.c.nodes, m.c.cfg.ExcludeSyncStandby)
-	m.c.measureLag(t)
+	t := buildTopology(m.c.nodes, &m.c.primaryLSNs, m.c.cfg.ExcludeSyncStandby)
 	m.c.publish(t)
 	close(m.changed)
 	m.changed = make(chan struct{})
-	if all || t.primary != nil && time.Since(m.started) > readyGrace {
+	if all || t.primary >= 0 && time.Since(m.started) > readyGrace {
 		m.readyMu.Do(func() { close(m.ready) })
 	}
 }

@@ -69,7 +69,13 @@ type node struct {
 	inner driver.Connector
 	pool  *hostPool
 
+	// status is the last probe's answer, written by the node's monitor
+	// loop and read when the topology is rebuilt (never on the hot path,
+	// which reads the topology snapshot).
 	status atomic.Pointer[nodeStatus]
+
+	// Hot-path state, read live by selection.
+	//
 	// replay is the highest replay LSN known for this replica, from the
 	// monitor or from a check on the hot path. Replay only moves forward on
 	// a timeline, so a value here proves the replica has at least this much.
@@ -79,38 +85,30 @@ type node struct {
 	suspect atomic.Bool
 	// inflight counts statements running on this node (latency policy).
 	inflight atomic.Int64
-	// rtt is the EWMA of probe round trips, in nanoseconds.
+	// rtt is the EWMA of probe round trips, in nanoseconds (monitor).
 	rtt atomic.Int64
-	// lagBytes is the primary's position minus this replica's replay
-	// position; lag is the time lag (ns) as of the replica's last sample.
-	lagBytes atomic.Uint64
-	lag      atomic.Int64
 	// asyncSeen is set once a write on this node may have committed
 	// asynchronously: reads that bound what they saw then use the insert
 	// LSN.
 	asyncSeen atomic.Bool
+
+	// Monitor state.
+	//
 	// wakeCh asks the node's monitor loop for an early probe.
 	wakeCh chan struct{}
 	// probes counts finished probes.
 	probes atomic.Int64
 
-	// Monitor-only state (one goroutine).
+	// probeConn and failures belong to the node's monitor goroutine.
 	probeConn driver.Conn
 	failures  int
 }
 
 // observeReplay raises the cached replay LSN (never lowers it).
-func (n *node) observeReplay(l LSN) {
-	for {
-		cur := n.replay.Load()
-		if uint64(l) <= cur || n.replay.CompareAndSwap(cur, uint64(l)) {
-			return
-		}
-	}
-}
+func (n *node) observeReplay(l LSN) { atomicMax(&n.replay, uint64(l)) }
 
 // markSuspect records a hot-path failure and asks for a probe now.
-func (n *node) markSuspect(error) {
+func (n *node) markSuspect() {
 	n.suspect.Store(true)
 	n.poke()
 }
@@ -272,10 +270,6 @@ func (n *node) observeRTT(d time.Duration) {
 	}
 	n.rtt.Store(int64(0.8*float64(old) + 0.2*float64(d)))
 }
-
-// lagTime returns how far behind the primary this replica was, in time,
-// at its last probe.
-func (n *node) lagTime() time.Duration { return time.Duration(n.lag.Load()) }
 
 // checkSingleAddress refuses a host name that resolves to several
 // addresses: the probe and each pooled connection could reach different

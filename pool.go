@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
 )
 
@@ -21,9 +20,18 @@ type physical struct {
 	// asyncCommit is set once this session may commit asynchronously
 	// (synchronous_commit changed), which changes how a write's LSN is read.
 	asyncCommit bool
-	// prepared holds the statements pgreplica prepared on this connection
-	// for pipelined writes (pgx only).
-	prepared map[string]*pgconn.StatementDescription
+	// wire is what the router needs beyond database/sql's interfaces.
+	wire wire
+}
+
+// note records what a statement about to run does to the session of p.
+func (p *physical) note(cls stmtClass) {
+	if cls.sessionState {
+		p.dirty = true
+	}
+	if cls.asyncCommit {
+		p.asyncCommit = true
+	}
 }
 
 // hostPool is the bounded pool of physical connections to one host.
@@ -54,7 +62,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 			if err != nil {
 				return nil, err
 			}
-			return &physical{conn: c, node: n}, nil
+			return &physical{conn: c, node: n, wire: newWire(c)}, nil
 		},
 		Destructor: func(p *physical) { p.conn.Close() },
 		MaxSize:    int32(cfg.MaxConnsPerHost),
@@ -77,7 +85,7 @@ func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], e
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			hp.node.markSuspect(err)
+			hp.node.markSuspect()
 			return nil, fmt.Errorf("pgreplica: connect to %s: %w", hp.node.name, err)
 		}
 		if hp.usable(ctx, res) {

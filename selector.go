@@ -1,62 +1,193 @@
 package pgreplica
 
 import (
+	"math/bits"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
-// eligibleFn reports whether a replica may serve a read.
-type eligibleFn func(*node) bool
+// Selection is a chain of small filters over a topology snapshot, in the
+// manner of MongoDB's server selection:
+//
+//	healthy → same cluster and timeline → sync-standby rule → suspect
+//	→ lag or staleness bound → replay ≥ needed position → zone → picker
+//
+// The first filters depend only on the snapshot and run once per build
+// (topology.exclusion); the others run per read (plan.reject). Each names
+// its rejection, so Nodes() and `pgreplica status` explain a host with the
+// same code that routes. Nothing here locks or allocates.
 
-// pickReplica chooses one replica among those ok accepts, by the
-// connector's policy, preferring the client's zone when one is set. It runs
-// on every read: no locks, no allocations (the topology snapshot is
-// immutable and the counters are atomics).
-func (c *Connector) pickReplica(t *topology, ok eligibleFn) *node {
-	if c.cfg.Zone != "" {
-		if n := c.pickPolicy(t.replicas, func(n *node) bool { return n.host.Zone == c.cfg.Zone && ok(n) }); n != nil {
-			return n
-		}
+// rejection is why a filter kept a node from a read; rejectNone passes.
+type rejection uint8
+
+const (
+	rejectNone         rejection = iota
+	rejectUnprobed               // not probed yet
+	rejectUnreachable            // the last probe failed
+	rejectSuperseded             // out of recovery beside the primary on a higher timeline
+	rejectNotReplica             // the primary, or a host without a role
+	rejectOtherCluster           // another system identifier
+	rejectOldTimeline            // has not followed the primary's timeline
+	rejectSyncStandby            // a synchronous standby, excluded by configuration
+	rejectSuspect                // a statement failed on it since the last probe
+	rejectTried                  // this read already failed there
+	rejectLagBytes               // Config.MaxLagBytes
+	rejectLagTime                // Config.MaxLag
+	rejectStale                  // the context's WithMaxStaleness
+	rejectBehind                 // not known to have replayed the needed position
+)
+
+// nodeSet is a set of node indexes (Config allows at most maxHosts hosts).
+type nodeSet uint64
+
+const maxHosts = 64
+
+func (s nodeSet) has(i int) bool      { return s&(1<<uint(i)) != 0 }
+func (s *nodeSet) add(i int)          { *s |= 1 << uint(i) }
+func (s nodeSet) len() int            { return bits.OnesCount64(uint64(s)) }
+func (s nodeSet) without(o nodeSet) nodeSet { return s &^ o }
+
+// nth returns the index of the k-th member (k < s.len()).
+func (s nodeSet) nth(k int) int {
+	for ; k > 0; k-- {
+		s &= s - 1 // drop the lowest member
 	}
-	return c.pickPolicy(t.replicas, ok)
+	return bits.TrailingZeros64(uint64(s))
 }
 
-func (c *Connector) pickPolicy(rs []*node, ok eligibleFn) *node {
-	if len(rs) == 0 {
-		return nil
-	}
-	switch c.cfg.Policy {
-	case PolicyLeastLag:
-		// Least time lag; replay positions break ties (they are cached at
-		// different moments, so alone they can mislead).
-		var best *node
-		for _, n := range rs {
-			if !ok(n) {
-				continue
-			}
-			if best == nil || n.lagTime() < best.lagTime() ||
-				n.lagTime() == best.lagTime() && n.replay.Load() > best.replay.Load() {
-				best = n
-			}
+// reject runs the per-read filters on one node and returns the first
+// rejection. position decides whether the replay filter applies (it does
+// not while a read waits for a replica to catch up).
+func (pl *plan) reject(v *nodeView, position bool) rejection {
+	switch {
+	case v.excluded != rejectNone:
+		return v.excluded
+	case v.n.suspect.Load():
+		return rejectSuspect
+	case pl.tried.has(v.n.idx):
+		return rejectTried
+	case pl.maxLagBytes > 0 && v.lagBytes > pl.maxLagBytes:
+		return rejectLagBytes
+	case pl.maxLag > 0 && v.lag > pl.maxLag:
+		if pl.kind == readStaleness {
+			return rejectStale
 		}
-		return best
-	case PolicyLatency:
-		return pickLatency(rs, ok)
+		return rejectLagTime
+	case position && LSN(v.n.replay.Load()) < pl.need:
+		return rejectBehind
+	}
+	return rejectNone
+}
+
+// replicas returns the nodes that pass every filter (the replay filter
+// when position is set), the client's zone preferred: when a replica in
+// zone qualifies, only those in zone are returned.
+func (pl *plan) replicas(position bool) nodeSet {
+	var all, local nodeSet
+	for i := range pl.topo.nodes {
+		v := &pl.topo.nodes[i]
+		if pl.reject(v, position) != rejectNone {
+			continue
+		}
+		all.add(i)
+		if pl.zone != "" && v.n.host.Zone == pl.zone {
+			local.add(i)
+		}
+	}
+	if local != 0 {
+		return local
+	}
+	return all
+}
+
+// Candidate is a replica that satisfies a read, as a Picker sees it.
+type Candidate struct {
+	Addr     string // host:port
+	Zone     string
+	LagTime  time.Duration // as of the last probe
+	LagBytes uint64
+	// Replayed is the highest replay position known for the replica.
+	Replayed LSN
+	// RTT is the smoothed probe round trip; InFlight the statements
+	// running on the replica now.
+	RTT      time.Duration
+	InFlight int64
+}
+
+// Candidates are the replicas a read may use, all equally valid for its
+// consistency requirement. Len is at least 1 when a Picker is called.
+type Candidates struct {
+	t   *topology
+	set nodeSet
+}
+
+// Len returns the number of candidates.
+func (c Candidates) Len() int { return c.set.len() }
+
+// At returns candidate i, 0 ≤ i < Len().
+func (c Candidates) At(i int) Candidate {
+	v := &c.t.nodes[c.set.nth(i)]
+	return Candidate{
+		Addr: v.n.name, Zone: v.n.host.Zone, LagTime: v.lag, LagBytes: v.lagBytes,
+		Replayed: LSN(v.n.replay.Load()), RTT: v.rtt, InFlight: v.n.inflight.Load(),
+	}
+}
+
+// Picker chooses the replica for one read. Pick returns an index in
+// [0, c.Len()); anything else means the first candidate. It runs on every
+// replica read, concurrently: it must be fast and safe for concurrent use.
+// Config.Picker takes one; the built-in policies (Config.Policy) are
+// Pickers too.
+type Picker interface {
+	Pick(c Candidates) int
+}
+
+// PickerFunc adapts a function to Picker.
+type PickerFunc func(Candidates) int
+
+// Pick calls f.
+func (f PickerFunc) Pick(c Candidates) int { return f(c) }
+
+// pick applies p to the set and returns a node index.
+func pick(p Picker, t *topology, set nodeSet) int {
+	c := Candidates{t: t, set: set}
+	k := p.Pick(c)
+	if k < 0 || k >= set.len() {
+		k = 0
+	}
+	return set.nth(k)
+}
+
+// newPicker returns the built-in Picker of a policy.
+func newPicker(p Policy) Picker {
+	switch p {
 	case PolicyRandom:
-		return firstFrom(rs, rand.IntN(len(rs)), ok)
-	default:
-		return firstFrom(rs, int(c.rr.Add(1)%uint64(len(rs))), ok)
+		return PickerFunc(func(c Candidates) int { return rand.IntN(c.Len()) })
+	case PolicyLeastLag:
+		return PickerFunc(pickLeastLag)
+	case PolicyLatency:
+		return PickerFunc(pickLatency)
 	}
+	return new(roundRobin)
 }
 
-// firstFrom returns the first acceptable replica starting at index start.
-func firstFrom(rs []*node, start int, ok eligibleFn) *node {
-	for i := range rs {
-		if n := rs[(start+i)%len(rs)]; ok(n) {
-			return n
+// roundRobin spreads reads evenly.
+type roundRobin struct{ next atomic.Uint64 }
+
+func (r *roundRobin) Pick(c Candidates) int { return int(r.next.Add(1) % uint64(c.Len())) }
+
+// pickLeastLag takes the least time lag; replay positions break ties
+// (they are cached at different moments, so alone they can mislead).
+func pickLeastLag(c Candidates) int {
+	best, bc := 0, c.At(0)
+	for i := 1; i < c.Len(); i++ {
+		x := c.At(i)
+		if x.LagTime < bc.LagTime || x.LagTime == bc.LagTime && x.Replayed > bc.Replayed {
+			best, bc = i, x
 		}
 	}
-	return nil
+	return best
 }
 
 // localThreshold is the latency window, as in MongoDB's server selection:
@@ -65,22 +196,21 @@ const localThreshold = 15 * time.Millisecond
 
 // pickLatency keeps replicas within localThreshold of the fastest (EWMA
 // round trip) and takes the less busy of two random ones.
-func pickLatency(rs []*node, ok eligibleFn) *node {
-	fastest := time.Duration(-1)
-	for _, n := range rs {
-		if ok(n) {
-			if r := n.rttEWMA(); fastest < 0 || r < fastest {
-				fastest = r
+func pickLatency(c Candidates) int {
+	fastest := c.At(0).RTT
+	for i := 1; i < c.Len(); i++ {
+		fastest = min(fastest, c.At(i).RTT)
+	}
+	window := func(start int) int {
+		for k := range c.Len() {
+			if i := (start + k) % c.Len(); c.At(i).RTT <= fastest+localThreshold {
+				return i
 			}
 		}
+		return 0
 	}
-	if fastest < 0 {
-		return nil
-	}
-	inWindow := func(n *node) bool { return ok(n) && n.rttEWMA() <= fastest+localThreshold }
-	a := firstFrom(rs, rand.IntN(len(rs)), inWindow)
-	b := firstFrom(rs, rand.IntN(len(rs)), inWindow)
-	if b != nil && b.inflight.Load() < a.inflight.Load() {
+	a, b := window(rand.IntN(c.Len())), window(rand.IntN(c.Len()))
+	if c.At(b).InFlight < c.At(a).InFlight {
 		return b
 	}
 	return a

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +26,13 @@ type mockCluster struct {
 	mu    sync.Mutex // guards roles and lsns, read by the monitor
 	roles []role
 	lsns  []LSN
+	// sysid is this cluster's own system identifier: the process
+	// watermark is per cluster and process-wide, so tests must not share one.
+	sysid uint64
 }
+
+// mockSysIDs hands each mock cluster a system identifier of its own.
+var mockSysIDs atomic.Uint64
 
 func (mc *mockCluster) set(i int, r role, lsn LSN) {
 	mc.mu.Lock()
@@ -43,7 +50,7 @@ func (m mockConnector) Driver() driver.Driver                        { return m.
 
 func newMockCluster(t *testing.T, replicas int, tweak func(*Config)) *mockCluster {
 	t.Helper()
-	mc := &mockCluster{t: t}
+	mc := &mockCluster{t: t, sysid: 1000 + mockSysIDs.Add(1)}
 	cfg := Config{WaitBudget: 20 * time.Millisecond, MonitorInterval: time.Hour, HealthCheckAfter: -1}
 	for i := 0; i <= replicas; i++ {
 		dsn := fmt.Sprintf("%s-node%d", t.Name(), i)
@@ -74,7 +81,7 @@ func newMockCluster(t *testing.T, replicas int, tweak func(*Config)) *mockCluste
 	c.probe = func(_ context.Context, n *node) *nodeStatus {
 		mc.mu.Lock()
 		defer mc.mu.Unlock()
-		return &nodeStatus{role: mc.roles[n.idx], lsn: mc.lsns[n.idx], timeline: 1, sysid: 42, at: time.Now()}
+		return &nodeStatus{role: mc.roles[n.idx], lsn: mc.lsns[n.idx], timeline: 1, sysid: mc.sysid, at: time.Now()}
 	}
 	mc.c = c
 	mc.db = sql.OpenDB(c)
@@ -110,7 +117,7 @@ func TestRouteExecGoesToPrimaryAndCapturesLSN(t *testing.T) {
 	if _, err := mc.db.Exec("UPDATE t SET x = 1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := LSN(mc.c.processLSN.Load()); got != 0x200 {
+	if got := mc.c.processLSNFor(mc.sysid); got != 0x200 {
 		t.Fatalf("process watermark %s, want 0/200", got)
 	}
 }
@@ -155,7 +162,7 @@ func TestRouteInsertReturningThroughQuery(t *testing.T) {
 	if err := mc.db.QueryRow(q, "ann").Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if got := LSN(mc.c.processLSN.Load()); got != 0x400 {
+	if got := mc.c.processLSNFor(mc.sysid); got != 0x400 {
 		t.Fatalf("process watermark %s, want 0/400", got)
 	}
 }

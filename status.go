@@ -47,56 +47,77 @@ type NodeStatus struct {
 }
 
 // Nodes returns the status of every host in DSN order. Before the first
-// connection (or Ping) nothing has been probed.
+// connection (or Ping) nothing has been probed. Reads and Why come from the
+// selection filters the router uses, applied to a read without a position
+// requirement.
 func (c *Connector) Nodes() []NodeStatus {
 	t := c.topo.Load()
-	now := time.Now()
-	out := make([]NodeStatus, len(c.nodes))
-	for i, n := range c.nodes {
-		ns := NodeStatus{Addr: n.name, Zone: n.host.Zone, Role: roleUnknown.String()}
-		st := n.status.Load()
-		if st != nil {
-			ns.Role, ns.Err, ns.Timeline, ns.SystemID = st.role.String(), st.err, st.timeline, st.sysid
+	untokened := plan{topo: t, read: true, maxLag: c.cfg.MaxLag, maxLagBytes: c.cfg.MaxLagBytes}
+	out := make([]NodeStatus, len(t.nodes))
+	for i := range t.nodes {
+		v := &t.nodes[i]
+		st := &v.status
+		ns := NodeStatus{Addr: v.n.name, Zone: v.n.host.Zone, Role: st.role.String(), RTT: v.rtt}
+		if v.probed {
+			ns.Err, ns.Timeline, ns.SystemID, ns.LSN = st.err, st.timeline, st.sysid, st.lsn
 			ns.ReceiveLSN, ns.ReplayPaused, ns.Receiver, ns.Sampled = st.receive, st.paused, st.receiver, st.at
-			ns.LSN = st.lsn
-			if t.primary != nil && st.appName != "" {
-				ns.SyncState = t.primary.status.Load().syncStates[st.appName]
-			}
+			ns.SyncState = v.syncState
 		}
-		ns.RTT = n.rttEWMA()
-		if st != nil && st.role == roleReplica {
-			ns.LSN = max(ns.LSN, LSN(n.replay.Load()))
-			ns.LagBytes = n.lagBytes.Load()
-			ns.LagTime = n.lagTime()
+		if st.role == roleReplica {
+			ns.LSN = max(ns.LSN, LSN(v.n.replay.Load()))
+			ns.LagBytes, ns.LagTime = v.lagBytes, v.lag
 		}
-		why := t.excluded(n, c.cfg.ExcludeSyncStandby)
-		if why == "" {
-			why = c.readBlocker(n, now)
-		}
-		ns.Reads = why == ""
+		r := untokened.reject(v, false)
+		ns.Reads = r == rejectNone
 		switch {
-		case n == t.primary:
-			why = "primary: writes, and reads that require it or fall back"
-		case t.writeErr != nil && st != nil && st.role == rolePrimary:
-			why = t.writeErr.Error()
-		case ns.Reads && ns.ReplayPaused:
-			why = "replay paused: serves only reads it is already fresh enough for"
+		case i == t.primary:
+			ns.Why = "primary: writes, and reads that require it or fall back"
+		case t.writeErr != nil && st.role == rolePrimary && st.err == nil:
+			ns.Why = t.writeErr.Error()
+		case ns.Reads && st.paused:
+			ns.Why = "replay paused: serves only reads it is already fresh enough for"
+		default:
+			ns.Why = r.explain(v, &untokened, t)
 		}
-		ns.Why = why
 		out[i] = ns
 	}
 	return out
 }
 
-// readBlocker says why a healthy replica gets no untokened reads now.
-func (c *Connector) readBlocker(n *node, now time.Time) string {
-	switch {
-	case n.suspect.Load():
+// explain says in words why a filter rejected v ("" for rejectNone).
+func (r rejection) explain(v *nodeView, pl *plan, t *topology) string {
+	st := &v.status
+	var pst nodeStatus
+	if p := t.primaryNode(); p != nil {
+		pst = p.status
+	}
+	switch r {
+	case rejectUnprobed:
+		return "not probed yet"
+	case rejectUnreachable:
+		return "unreachable: " + st.err.Error()
+	case rejectSuperseded:
+		return fmt.Sprintf("out of recovery on timeline %d beside the primary on timeline %d: superseded, gets no writes", st.timeline, pst.timeline)
+	case rejectNotReplica:
+		return "not a replica"
+	case rejectOtherCluster:
+		return fmt.Sprintf("system identifier %d differs from the primary's %d", st.sysid, pst.sysid)
+	case rejectOldTimeline:
+		return fmt.Sprintf("on timeline %d, behind the primary's timeline %d: not following it yet", st.timeline, pst.timeline)
+	case rejectSyncStandby:
+		return "synchronous standby (excluded by configuration)"
+	case rejectSuspect:
 		return "suspect: a query failed on it; waiting for the next probe"
-	case c.cfg.MaxLagBytes > 0 && n.lagBytes.Load() > c.cfg.MaxLagBytes:
-		return fmt.Sprintf("lag %d bytes > pgreplica_max_lag_bytes %d", n.lagBytes.Load(), c.cfg.MaxLagBytes)
-	case c.cfg.MaxLag > 0 && n.lagTime() > c.cfg.MaxLag:
-		return fmt.Sprintf("lag %v > pgreplica_max_lag %v", n.lagTime().Round(time.Millisecond), c.cfg.MaxLag)
+	case rejectTried:
+		return "failed this read"
+	case rejectLagBytes:
+		return fmt.Sprintf("lag %d bytes > pgreplica_max_lag_bytes %d", v.lagBytes, pl.maxLagBytes)
+	case rejectLagTime:
+		return fmt.Sprintf("lag %v > pgreplica_max_lag %v", v.lag.Round(time.Millisecond), pl.maxLag)
+	case rejectStale:
+		return fmt.Sprintf("lag %v > the read's staleness bound %v", v.lag.Round(time.Millisecond), pl.maxLag)
+	case rejectBehind:
+		return fmt.Sprintf("has not replayed %s yet", pl.need)
 	}
 	return ""
 }

@@ -3,38 +3,96 @@ package pgreplica
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // topology is one immutable view of the cluster, rebuilt by the monitor
-// after every round and read lock-free by every statement.
+// after every probe and read lock-free by every statement. Everything in
+// it is a plain value copied at build time; only the hot-path counters of
+// each node (in flight, suspect, replay positions learned from reads) are
+// read live, through nodeView.n.
 type topology struct {
-	primary  *node
-	writeErr error   // why there is no primary (wraps ErrNoPrimary or ErrSplitBrain)
-	replicas []*node // healthy replicas of the primary's cluster
-	// reachable is false when no host answered.
+	nodes   []nodeView // every host, in DSN order
+	primary int        // index into nodes; -1 when no host takes writes
+	// writeErr says why there is no primary (wraps ErrNoPrimary or
+	// ErrSplitBrain).
+	writeErr error
+	// reachable is false when no host answered; reachErr says why.
 	reachable bool
 	reachErr  error
+	// sysid and timeline identify the cluster: the primary's, or a
+	// replica's system identifier when no primary is known (0 = unknown).
+	sysid    uint64
+	timeline uint32
+}
+
+// nodeView is one host as the monitor saw it when the topology was built.
+type nodeView struct {
+	n        *node      // the pool and the hot-path counters
+	status   nodeStatus // copy of the last probe's answer
+	probed   bool       // false until the first probe answered or failed
+	lagBytes uint64     // primary position minus this replica's replay position
+	lag      time.Duration
+	rtt      time.Duration // smoothed probe round trip
+	// syncState is this replica's sync_state as the primary reports it.
+	syncState string
+	// excluded is why the host may not serve reads at all (a role, health
+	// or cluster reason); rejectNone for a replica of this cluster.
+	excluded rejection
+}
+
+// primaryNode returns the primary's view, or nil.
+func (t *topology) primaryNode() *nodeView {
+	if t.primary < 0 {
+		return nil
+	}
+	return &t.nodes[t.primary]
+}
+
+// primaryHost returns the primary's node, or nil.
+func (t *topology) primaryHost() *node {
+	if p := t.primaryNode(); p != nil {
+		return p.n
+	}
+	return nil
+}
+
+// emptyTopology is what a connector holds before the first probe.
+func emptyTopology(nodes []*node) *topology {
+	t := &topology{primary: -1, writeErr: ErrNoPrimary, nodes: make([]nodeView, len(nodes))}
+	for i, n := range nodes {
+		t.nodes[i] = nodeView{n: n, excluded: rejectUnprobed}
+	}
+	return t
 }
 
 // buildTopology decides roles from the latest status of every node.
 // Exactly one primary gets writes. Several hosts out of recovery (a former
 // primary back beside a promoted replica) resolve to the one on the highest
-// timeline; a tie is split brain and nobody gets writes.
-func buildTopology(nodes []*node, excludeSync bool) *topology {
-	t := &topology{}
-	var primaries []*node
+// timeline; a tie is split brain and nobody gets writes. lags gives the
+// primary's position history for time lag; excludeSync keeps synchronous
+// standbys out of the read pool.
+func buildTopology(nodes []*node, lags *lagTracker, excludeSync bool) *topology {
+	t := &topology{primary: -1, nodes: make([]nodeView, len(nodes))}
+	var primaries []int
 	var down []string
-	for _, n := range nodes {
+	for i, n := range nodes {
+		v := &t.nodes[i]
+		v.n, v.rtt = n, n.rttEWMA()
 		st := n.status.Load()
+		if st == nil {
+			continue
+		}
+		v.status, v.probed = *st, true
 		if !st.healthy() {
-			if st != nil && st.err != nil {
+			if st.err != nil {
 				down = append(down, fmt.Sprintf("%s: %v", n.name, st.err))
 			}
 			continue
 		}
 		t.reachable = true
 		if st.role == rolePrimary {
-			primaries = append(primaries, n)
+			primaries = append(primaries, i)
 		}
 	}
 	if !t.reachable {
@@ -50,76 +108,95 @@ func buildTopology(nodes []*node, excludeSync bool) *topology {
 	case 1:
 		t.primary = primaries[0]
 	default:
-		t.primary, t.writeErr = highestTimeline(primaries)
+		t.primary, t.writeErr = highestTimeline(t.nodes, primaries)
 	}
 
-	for _, n := range nodes {
-		if t.excluded(n, excludeSync) == "" {
-			t.replicas = append(t.replicas, n)
+	if p := t.primaryNode(); p != nil {
+		t.sysid, t.timeline = p.status.sysid, p.status.timeline
+		lags.add(p.status.at, p.status.lsn)
+	}
+	for i := range t.nodes {
+		v := &t.nodes[i]
+		if t.sysid == 0 && v.probed && v.status.healthy() {
+			t.sysid = v.status.sysid // no primary: the replicas still name the cluster
+		}
+		v.excluded = t.exclusion(i, excludeSync)
+		if v.status.role == roleReplica && v.probed {
+			t.measureLag(v, lags)
 		}
 	}
 	return t
 }
 
-// excluded says why a node is not in the read pool ("" when it is).
-func (t *topology) excluded(n *node, excludeSync bool) string {
-	st := n.status.Load()
+// exclusion says why node i may serve no read at all: the first filters
+// of selection, which depend only on the snapshot.
+func (t *topology) exclusion(i int, excludeSync bool) rejection {
+	v := &t.nodes[i]
+	st := &v.status
 	switch {
-	case st == nil:
-		return "not probed yet"
+	case !v.probed:
+		return rejectUnprobed
 	case st.err != nil:
-		return "unreachable: " + st.err.Error()
-	case st.role == rolePrimary && n != t.primary && t.primary != nil:
-		return fmt.Sprintf("out of recovery on timeline %d beside the primary on timeline %d: superseded, gets no writes", st.timeline, t.primary.status.Load().timeline)
+		return rejectUnreachable
+	case st.role == rolePrimary && i != t.primary && t.primary >= 0:
+		return rejectSuperseded
 	case st.role != roleReplica:
-		return "not a replica"
+		return rejectNotReplica
 	}
-	if t.primary != nil {
-		pst := t.primary.status.Load()
-		if st.sysid != pst.sysid {
-			// A replica of another cluster: never route to it.
-			return fmt.Sprintf("system identifier %d differs from the primary's %d", st.sysid, pst.sysid)
-		}
-		if ss := pst.syncStates[st.appName]; excludeSync && st.appName != "" && (ss == "sync" || ss == "quorum") {
-			return "synchronous standby (excluded by configuration)"
-		}
+	p := t.primaryNode()
+	if p == nil {
+		return rejectNone
 	}
-	return ""
+	if st.sysid != p.status.sysid {
+		// A replica of another cluster: never route to it.
+		return rejectOtherCluster
+	}
+	if st.timeline != 0 && st.timeline < p.status.timeline {
+		// Still on the old timeline after a promotion: it may hold WAL the
+		// new primary never had.
+		return rejectOldTimeline
+	}
+	if st.appName != "" {
+		v.syncState = p.status.syncStates[st.appName]
+	}
+	if excludeSync && (v.syncState == "sync" || v.syncState == "quorum") {
+		return rejectSyncStandby
+	}
+	return rejectNone
 }
 
-func highestTimeline(primaries []*node) (*node, error) {
-	var best *node
+// measureLag sets a replica's lag in bytes and in time, as of the
+// replica's own sample (see lagTracker).
+func (t *topology) measureLag(v *nodeView, lags *lagTracker) {
+	p := t.primaryNode()
+	if p == nil {
+		return
+	}
+	if v.status.lsn < p.status.lsn {
+		v.lagBytes = uint64(p.status.lsn - v.status.lsn)
+	}
+	if at, ok := lags.passedAt(v.status.lsn); ok {
+		v.lag = max(v.status.at.Sub(at), 0)
+	}
+}
+
+func highestTimeline(nodes []nodeView, primaries []int) (int, error) {
+	best := -1
 	var bestTL uint32
 	tie := false
 	names := make([]string, len(primaries))
-	for i, n := range primaries {
-		tl := n.status.Load().timeline
-		names[i] = fmt.Sprintf("%s (timeline %d)", n.name, tl)
+	for k, i := range primaries {
+		tl := nodes[i].status.timeline
+		names[k] = fmt.Sprintf("%s (timeline %d)", nodes[i].n.name, tl)
 		switch {
-		case best == nil || tl > bestTL:
-			best, bestTL, tie = n, tl, false
+		case best < 0 || tl > bestTL:
+			best, bestTL, tie = i, tl, false
 		case tl == bestTL:
 			tie = true
 		}
 	}
 	if tie {
-		return nil, fmt.Errorf("%w: %s", ErrSplitBrain, strings.Join(names, ", "))
+		return -1, fmt.Errorf("%w: %s", ErrSplitBrain, strings.Join(names, ", "))
 	}
 	return best, nil
-}
-
-// sysid is the primary's system identifier (0 when unknown).
-func (t *topology) sysid() uint64 {
-	if t.primary == nil {
-		return 0
-	}
-	return t.primary.status.Load().sysid
-}
-
-// timeline is the primary's timeline (0 when unknown).
-func (t *topology) timeline() uint32 {
-	if t.primary == nil {
-		return 0
-	}
-	return t.primary.status.Load().timeline
 }

@@ -5,18 +5,17 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-
-	"github.com/jackc/puddle/v2"
 )
 
 // tx is a transaction pinned to one physical connection: the primary for
 // read-write transactions, one fresh-enough replica for read-only ones.
 type tx struct {
-	cn      *conn
-	res     *puddle.Resource[*physical]
-	inner   driver.Tx
-	ctx     context.Context
-	replica bool
+	cn    *conn
+	lease *lease
+	inner driver.Tx
+	ctx   context.Context
+	// pl is the transaction's plan: where it runs and for which session.
+	pl plan
 	// wrote is set when a statement that is not provably a read ran, so
 	// Commit captures the commit's LSN.
 	wrote bool
@@ -26,8 +25,10 @@ type tx struct {
 
 // BeginTx starts a transaction. Read-only transactions below SERIALIZABLE
 // go to one replica that satisfies the context's requirement, checked
-// before BEGIN; everything else goes to the primary. (A standby rejects
-// SERIALIZABLE, even READ ONLY DEFERRABLE.)
+// before BEGIN (under REPEATABLE READ the first statement fixes the
+// snapshot, so the check must come first), with the same wait and
+// fallback as a single read; everything else goes to the primary. (A
+// standby rejects SERIALIZABLE, even READ ONLY DEFERRABLE.)
 func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if cn.closed {
 		return nil, driver.ErrBadConn
@@ -36,29 +37,35 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 		return nil, errors.New("pgreplica: transaction already in progress")
 	}
 	iso := sql.IsolationLevel(opts.Isolation)
-	onReplica := opts.ReadOnly && iso != sql.LevelSerializable && iso != sql.LevelLinearizable
-	res := cn.pinned
-	t := &tx{cn: cn, ctx: ctx}
-	if res == nil {
-		var err error
-		if onReplica {
-			var onRep bool
-			res, onRep, err = cn.c.acquireForReadTx(ctx)
-			t.replica = onRep
-		} else {
-			res, err = cn.c.acquirePrimary(ctx)
-		}
-		if err != nil {
-			return nil, err
-		}
+	cls := stmtClass{read: opts.ReadOnly} // BEGIN itself may be sent twice
+	if !opts.ReadOnly || iso == sql.LevelSerializable || iso == sql.LevelLinearizable {
+		cls.hint = hintPrimary
 	}
-	t.res = res
-	inner, err := beginInner(ctx, res.Value().conn, opts)
+	pl, err := cn.c.planFor(ctx, cls)
 	if err != nil {
-		t.release(err)
 		return nil, err
 	}
-	t.inner = inner
+	t := &tx{cn: cn, ctx: ctx, pl: pl}
+	begin := func(p *physical) (err error) {
+		t.inner, err = beginInner(ctx, p.conn, opts)
+		return err
+	}
+	switch {
+	case cn.pinned != nil:
+		t.lease = cn.pinned
+		err = begin(t.lease.p)
+	case cls.read:
+		t.lease, err = cn.c.route(ctx, &t.pl, "", begin)
+	default:
+		if t.lease, err = cn.c.leasePrimary(ctx, pl.topo, false); err == nil {
+			if err = begin(t.lease.p); err != nil {
+				t.lease.release(err)
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
 	cn.tx = t
 	return t, nil
 }
@@ -83,51 +90,41 @@ func (t *tx) noteStatement(cls stmtClass) {
 // Commit commits and, for a transaction that wrote, raises the session and
 // process watermarks to an LSN read after the commit.
 func (t *tx) Commit() error {
-	if t.res == nil {
+	if t.lease == nil {
 		return errTxDone
 	}
-	p := t.res.Value()
+	p := t.lease.p
 	var err error
-	if t.wrote && !t.replica {
-		err = t.cn.c.commitCapture(t.ctx, p, t.inner, t.asyncCommit || p.asyncCommit)
-		err = t.cn.c.writeFailed(p.node, err)
+	if t.wrote && !t.lease.replica {
+		err = t.cn.c.commitCapture(t.ctx, &t.pl, p, t.inner, t.asyncCommit)
+		err = t.cn.c.writeFailed(p, err)
 	} else {
 		err = t.inner.Commit()
 	}
-	t.release(t.afterReplicaTx(err))
+	t.end(err)
 	return err
 }
 
 func (t *tx) Rollback() error {
-	if t.res == nil {
+	if t.lease == nil {
 		return errTxDone
 	}
 	err := t.inner.Rollback()
-	t.release(t.afterReplicaTx(err))
+	t.end(err)
 	return err
 }
 
-// afterReplicaTx raises the session past every snapshot a transaction
-// that only read used: on a replica (advanceAfterRead) or on the primary
-// (advanceAfterPrimaryRead).
-func (t *tx) afterReplicaTx(err error) error {
-	sess := SessionFrom(t.ctx)
-	if err != nil || sess == nil || t.wrote {
-		return err // a commit that wrote advanced the session already
+// end raises the session past every snapshot a transaction that only
+// read used (a commit that wrote advanced it already), then ends the pin;
+// a pinned session conn keeps its connection.
+func (t *tx) end(err error) {
+	if err == nil && !t.wrote {
+		err = t.cn.c.boundRead(t.ctx, &t.pl, t.lease)
 	}
-	if t.replica {
-		return t.cn.c.advanceAfterRead(t.ctx, t.res.Value(), sess)
-	}
-	return t.cn.c.advanceAfterPrimaryRead(t.ctx, t.res.Value(), sess)
-}
-
-// release ends the pin; a pinned session conn keeps its connection.
-func (t *tx) release(err error) {
-	res := t.res
-	t.res = nil
+	l := t.lease
+	t.lease = nil
 	t.cn.tx = nil
-	if res == t.cn.pinned {
-		return
+	if l != t.cn.pinned {
+		l.release(err)
 	}
-	res.Value().node.pool.release(res, err)
 }

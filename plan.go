@@ -1,0 +1,102 @@
+package pgreplica
+
+import (
+	"time"
+)
+
+// plan is the routing decision for one statement (or one transaction):
+// computed once by decide from values, then carried by the execution path
+// (route.go), which never goes back to the context.
+type plan struct {
+	topo *topology
+	// onPrimary: the statement runs on the primary. Otherwise it runs on
+	// one of the replicas the selection filters accept (fresh, below), or
+	// after waiting for one, or where the fallback sends it.
+	onPrimary bool
+	// read: the statement is a provable read, so it may be sent again
+	// elsewhere when it failed before returning anything.
+	read bool
+	// capture: the statement writes WAL outside a transaction, so its
+	// commit position is recorded.
+	capture bool
+	kind    readKind // the requirement that decided (metrics, logs)
+	// need is the replay position a replica must have (0: none).
+	need LSN
+	// maxLag and maxLagBytes bound replicas' lag for reads without a
+	// position: Config.MaxLag/MaxLagBytes, or the context's staleness.
+	maxLag      time.Duration
+	maxLagBytes uint64
+	// deadline is the one limit on waiting, for a fresh replica and then
+	// for a fallback slot: the wait budget, never past the context's.
+	deadline time.Time
+	fallback Fallback
+	// staleLag bounds the replicas FallbackStale may use (0: any).
+	staleLag time.Duration
+	zone     string
+	session  *Session
+	// fresh are the replicas that satisfy the read now, the client's
+	// zone first (see plan.replicas); tried those that failed it.
+	fresh nodeSet
+	tried nodeSet
+}
+
+// decide turns a statement into a plan: a pure function of the topology
+// snapshot, the statement's class, the context's requirement (read once
+// by the caller), the configuration, the process watermark of this
+// cluster, the time and the context's deadline (zero: none).
+func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process LSN, now, ctxDeadline time.Time) (plan, error) {
+	pl := plan{
+		topo:     t,
+		read:     cls.read,
+		capture:  !cls.read && !cls.noWAL,
+		deadline: now.Add(cfg.WaitBudget),
+		fallback: req.fallbackOr(cfg.Fallback),
+		staleLag: cfg.StaleFallbackLag,
+		zone:     cfg.Zone,
+	}
+	if !ctxDeadline.IsZero() && ctxDeadline.Before(pl.deadline) {
+		pl.deadline = ctxDeadline
+	}
+	if req != nil {
+		pl.session = req.session
+	}
+
+	// Where: writes and statements that must be current go to the primary.
+	if cls.hint == hintPrimary || !cls.read && cls.hint != hintReplica {
+		pl.onPrimary, pl.kind = true, readPrimary
+		return pl, nil
+	}
+	kind, need, err := req.decide(t.sysid)
+	if err != nil {
+		return pl, err
+	}
+	if kind == readDefault {
+		switch cfg.DefaultConsistency {
+		case ConsistencyPrimary:
+			kind = readPrimary
+		case ConsistencyEventual:
+			kind = readEventual
+		default:
+			kind, need = readPosition, process
+		}
+	}
+	pl.kind, pl.need = kind, need
+	switch {
+	case kind == readPrimary:
+		pl.onPrimary = true
+		return pl, nil
+	case kind == readStaleness:
+		pl.maxLag = req.maxStaleness
+	case need == 0:
+		// Without a position there is nothing to prove freshness with:
+		// the configured lag bounds apply.
+		pl.maxLag, pl.maxLagBytes = cfg.MaxLag, cfg.MaxLagBytes
+	}
+	pl.fresh = pl.replicas(true)
+	return pl, nil
+}
+
+// tokened reports a read with a position requirement (session, token,
+// process watermark): the reads whose fallback ratio warns of
+// degradation first.
+func (pl *plan) tokened() bool { return pl.kind == readPosition && pl.need > 0 }
