@@ -43,9 +43,9 @@ type nodeSet uint64
 
 const maxHosts = 64
 
-func (s nodeSet) has(i int) bool      { return s&(1<<uint(i)) != 0 }
-func (s *nodeSet) add(i int)          { *s |= 1 << uint(i) }
-func (s nodeSet) len() int            { return bits.OnesCount64(uint64(s)) }
+func (s nodeSet) has(i int) bool            { return s&(1<<uint(i)) != 0 }
+func (s *nodeSet) add(i int)                { *s |= 1 << uint(i) }
+func (s nodeSet) len() int                  { return bits.OnesCount64(uint64(s)) }
 func (s nodeSet) without(o nodeSet) nodeSet { return s &^ o }
 
 // nth returns the index of the k-th member (k < s.len()).

@@ -70,4 +70,3 @@ func serverGone(err error) bool {
 	return isConnLost(err) && !errors.Is(err, driver.ErrBadConn) &&
 		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 }
-
