@@ -33,6 +33,9 @@ func (s *localServers) initData(ctx context.Context, n *localNode) error {
 	if owner := templates.owner[s.bin.dir]; owner != nil {
 		err := s.copyTree(filepath.Join(owner.dir, templateDir), n.data)
 		if err == nil {
+			_, err = newSystemIdentifier(n.data)
+		}
+		if err == nil {
 			s.logf("integration: copied initdb template in %v", time.Since(t).Round(time.Millisecond))
 			return nil
 		}

@@ -1,0 +1,89 @@
+package pgreplica
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestDecide: the routing decision is a function of values; no SQL, no
+// network. Each row is one statement under one requirement.
+func TestDecide(t *testing.T) {
+	now := time.Unix(1000, 0)
+	top := snapshot(false,
+		spec{role: rolePrimary},
+		spec{role: roleReplica, replay: 500, zone: "a", lag: 10 * time.Millisecond},
+		spec{role: roleReplica, replay: 900, zone: "b", lag: 2 * time.Second},
+	)
+	read, write := classify("SELECT 1"), classify("UPDATE t SET x = 1")
+	sess := NewSession()
+	sess.advance(800, 1, 7)
+	bg := context.Background()
+	cfg := Config{WaitBudget: 150 * time.Millisecond, Fallback: FallbackPrimary, MaxLag: time.Second}
+
+	cases := []struct {
+		name     string
+		cls      stmtClass
+		ctx      context.Context
+		cfg      func(*Config)
+		process  LSN
+		deadline time.Time
+		// want
+		primary  bool
+		need     LSN
+		maxLag   time.Duration
+		fresh    []int
+		fallback Fallback
+		session  *Session
+		wantDL   time.Time
+	}{
+		{name: "write", cls: write, ctx: bg, primary: true},
+		{name: "read hinted to the primary", cls: classify("/* pgreplica:primary */ SELECT 1"), ctx: bg, primary: true},
+		{name: "WithPrimary", cls: read, ctx: WithPrimary(bg), primary: true},
+		{name: "process default, nothing written: lag bound applies", cls: read, ctx: bg, maxLag: time.Second, fresh: []int{1}},
+		{name: "process default after a write", cls: read, ctx: bg, process: 700, need: 700, fresh: []int{2}},
+		{name: "default eventual", cls: read, ctx: bg, cfg: func(c *Config) { c.DefaultConsistency = ConsistencyEventual }, process: 700, maxLag: time.Second, fresh: []int{1}},
+		{name: "default primary", cls: read, ctx: bg, cfg: func(c *Config) { c.DefaultConsistency = ConsistencyPrimary }, primary: true},
+		{name: "session", cls: read, ctx: WithSession(bg, sess), need: 800, fresh: []int{2}, session: sess},
+		{name: "token above the session", cls: read, ctx: WithMinLSN(WithSession(bg, sess), 950), need: 950, session: sess},
+		{name: "staleness", cls: read, ctx: WithMaxStaleness(bg, 3*time.Second), maxLag: 3 * time.Second, fresh: []int{1, 2}},
+		{name: "eventual", cls: read, ctx: WithEventual(bg), maxLag: time.Second, fresh: []int{1}},
+		{name: "zone", cls: read, ctx: WithEventual(bg), cfg: func(c *Config) { c.Zone = "b"; c.MaxLag = 0 }, fresh: []int{2}},
+		{name: "replica only", cls: read, ctx: WithFallback(WithSession(bg, sess), FallbackError), need: 800, fresh: []int{2}, fallback: FallbackError, session: sess},
+		{name: "context deadline before the budget", cls: read, ctx: bg, deadline: now.Add(50 * time.Millisecond), maxLag: time.Second, fresh: []int{1},
+			wantDL: now.Add(50 * time.Millisecond)},
+		{name: "session on a write", cls: write, ctx: WithSession(bg, sess), primary: true, session: sess},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			if tc.cfg != nil {
+				tc.cfg(&c)
+			}
+			pl, err := decide(top, tc.cls, requirementFrom(tc.ctx), &c, tc.process, now, tc.deadline)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantDL := tc.wantDL
+			if wantDL.IsZero() {
+				wantDL = now.Add(c.WaitBudget)
+			}
+			wantFallback := tc.fallback
+			if wantFallback == FallbackDefault {
+				wantFallback = FallbackPrimary
+			}
+			if pl.onPrimary != tc.primary || pl.need != tc.need || pl.maxLag != tc.maxLag || pl.fallback != wantFallback ||
+				pl.session != tc.session || !pl.deadline.Equal(wantDL) {
+				t.Errorf("plan primary=%v need=%s maxLag=%v fallback=%v session=%p deadline=+%v;\nwant primary=%v need=%s maxLag=%v fallback=%v session=%p deadline=+%v",
+					pl.onPrimary, pl.need, pl.maxLag, pl.fallback, pl.session, pl.deadline.Sub(now),
+					tc.primary, tc.need, tc.maxLag, wantFallback, tc.session, wantDL.Sub(now))
+			}
+			if !tc.primary {
+				if got := members(pl.fresh); !slices.Equal(got, tc.fresh) {
+					t.Errorf("fresh replicas %v, want %v", got, tc.fresh)
+				}
+			}
+		})
+	}
+}
