@@ -1,6 +1,7 @@
 package pgreplicahttp_test
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -8,6 +9,8 @@ import (
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/pgreplicahttp"
 )
+
+var testKey = bytes.Repeat([]byte("k"), 32)
 
 // BenchmarkMiddleware measures the middleware's own cost per request
 // (no database): a GET with a signed cookie that writes nothing, and a

@@ -35,6 +35,7 @@ require (
 	github.com/opencontainers/image-spec v1.1.0 // indirect
 	github.com/opencontainers/runc v1.2.3 // indirect
 	github.com/ory/dockertest/v3 v3.12.0 // indirect
+	github.com/pgreplica/pgreplica/integration v0.0.0-00010101000000-000000000000
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
@@ -49,3 +50,5 @@ require (
 )
 
 replace github.com/pgreplica/pgreplica => ../
+
+replace github.com/pgreplica/pgreplica/integration => ../integration

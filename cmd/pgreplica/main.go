@@ -1,17 +1,18 @@
-// Command pgreplica shows what the pgreplica driver sees in a cluster, and
-// demonstrates on a throwaway local cluster what it is for.
+// Command pgreplica shows what the pgreplica driver sees in a cluster.
 //
 //	pgreplica status [-watch] [-interval 1s] [-json] DSN
-//	pgreplica demo [-n 30] [-users 5] [-delay1 50ms] [-delay2 800ms]
 //	pgreplica help [command]
 //
 // status prints one row per host of a multi-host DSN: role, state, timeline,
 // LSN, lag in bytes and time as pgreplica measures it, replay paused, sync
 // state, replay-conflict cancellations, and whether pgreplica would send
-// reads there (and why not). demo starts a primary and two lagging replicas
-// from the local PostgreSQL binaries, plays five read-after-write scenarios
-// through a naive router and through pgreplica, prints the difference and
-// removes the cluster.
+// reads there (and why not).
+//
+// The demo that used to be "pgreplica demo" is the command
+// integration/cmd/pgreplica-demo of the integration module (it starts a
+// cluster with the test harness, which links the Docker client; this
+// command does not): go run ./integration/cmd/pgreplica-demo in a checkout
+// of the repository.
 package main
 
 import (
@@ -28,7 +29,7 @@ import (
 // Exit codes.
 const (
 	exitOK    = 0
-	exitFail  = 1 // the command ran and failed (no node reachable, demo error)
+	exitFail  = 1 // the command ran and failed (no node reachable)
 	exitUsage = 2 // bad command line
 )
 
@@ -52,7 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "status":
 		return runStatus(ctx, rest, stdout, stderr)
 	case "demo":
-		return runDemo(ctx, rest, stdout, stderr)
+		fmt.Fprintln(stderr, demoMoved)
+		return exitUsage
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
 			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
@@ -65,17 +67,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
+// demoMoved is what "pgreplica demo" prints: the demo is a command of the
+// integration module now.
+const demoMoved = "pgreplica: the demo is its own command now; in a checkout of the repository run: go run ./integration/cmd/pgreplica-demo"
+
 func usage(w io.Writer) {
 	fmt.Fprint(w, `pgreplica: inspect a PostgreSQL primary and its replicas as the pgreplica
-driver sees them, or watch a demo of what the driver is for.
+driver sees them.
 
 Usage:
 
   pgreplica status [flags] DSN   one row per host: role, lag, paused, conflicts,
                                  whether reads go there and why not
-  pgreplica demo [flags]         start a local primary + 2 lagging replicas, play
-                                 five read-after-write scenarios through a naive
-                                 router and through pgreplica, compare
   pgreplica help [command]       this text, or a command's flags
 
 The DSN is any DSN the driver accepts, listing every host, e.g.
@@ -85,9 +88,12 @@ be given in the environment variable PGREPLICA_DSN.
 
 Examples:
 
-  go run ./cmd/pgreplica demo
   pgreplica status -watch 'postgres://postgres@127.0.0.1:5433,127.0.0.1:5434/postgres'
   pgreplica status -json "$PGREPLICA_DSN" | jq '.[] | select(.reads | not)'
+
+The demo of what the driver is for (a local primary + 2 lagging replicas,
+five read-after-write scenarios through a naive router and through
+pgreplica) is a command of its own: go run ./integration/cmd/pgreplica-demo
 `)
 }
 

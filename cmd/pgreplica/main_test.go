@@ -4,21 +4,10 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pgreplica/pgreplica/integration"
 )
-
-// cluster is one primary and two replicas shared by the package's
-// integration tests; nil when no PostgreSQL is installed (they skip).
-var cluster *integration.Cluster
-
-func TestMain(m *testing.M) {
-	os.Exit(integration.Main(m, integration.Options{Replicas: 2}, &cluster))
-}
 
 func testCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -36,13 +25,13 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 	}{
 		{[]string{"help"}, exitOK, "pgreplica status [flags] DSN", ""},
 		{[]string{"help", "status"}, exitOK, "", "-watch"},
-		{[]string{"demo", "-h"}, exitOK, "", "-delay1"},
+		{[]string{"demo"}, exitUsage, "", "go run ./integration/cmd/pgreplica-demo"},
+		{[]string{"help", "demo"}, exitUsage, "", "go run ./integration/cmd/pgreplica-demo"},
 		{nil, exitUsage, "", "Usage:"},
 		{[]string{"frobnicate"}, exitUsage, "", `unknown command "frobnicate"`},
 		{[]string{"status"}, exitUsage, "", "no DSN given"},
 		{[]string{"status", "-nope", "x"}, exitUsage, "", "flag provided but not defined"},
 		{[]string{"status", "postgres://h1/db?pgreplica_bogus=1"}, exitUsage, "", "unknown option"},
-		{[]string{"demo", "-n", "0"}, exitUsage, "", "must be positive"},
 	} {
 		var out, errOut bytes.Buffer
 		t.Setenv(dsnEnv, "")
@@ -61,24 +50,5 @@ func TestParseFlagsAfterPositional(t *testing.T) {
 	pos, err := parseFlags(fs, []string{"-sample", "2s", "dsn", "-json"})
 	if err != nil || len(pos) != 1 || pos[0] != "dsn" || !*j || *d != 2*time.Second {
 		t.Fatalf("parseFlags = %q, %v; json %v sample %v", pos, err, *j, *d)
-	}
-}
-
-// TestDemoSaysWhatToInstall runs the demo where there are neither
-// PostgreSQL server binaries nor a Docker engine: it must name the package
-// to install and exit 1.
-func TestDemoSaysWhatToInstall(t *testing.T) {
-	t.Setenv("PGREPLICA_PG_BIN", t.TempDir())
-	t.Setenv(integration.RuntimeEnv, "")
-	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-	var out, errOut bytes.Buffer
-	code := run(testCtx(t, 30*time.Second), []string{"demo"}, &out, &errOut)
-	if code != exitFail {
-		t.Errorf("exit code %d, want %d", code, exitFail)
-	}
-	for _, want := range []string{"apt-get install postgresql-15", "Docker engine"} {
-		if !strings.Contains(errOut.String(), want) {
-			t.Errorf("stderr does not mention %q:\n%s", want, errOut.String())
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package pgreplicahttp_test
+package pgreplicahttptest
 
 import (
 	"context"

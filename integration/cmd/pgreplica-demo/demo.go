@@ -31,14 +31,14 @@ func defaultDemoOptions() demoOptions {
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o := defaultDemoOptions()
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := flag.NewFlagSet("pgreplica-demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.runs, "n", o.runs, "runs of each scenario through each router")
 	fs.IntVar(&o.users, "users", o.users, "simulated users at a time")
 	fs.DurationVar(&o.delays[0], "delay1", o.delays[0], "apply delay of replica 1 (its replay lag)")
 	fs.DurationVar(&o.delays[1], "delay2", o.delays[1], "apply delay of replica 2")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: pgreplica demo [flags]
+		fmt.Fprint(fs.Output(), `Usage: pgreplica-demo [flags]
 
 Starts a PostgreSQL primary and two streaming replicas on 127.0.0.1 from the
 PostgreSQL server binaries installed here, makes the replicas lag (apply
@@ -53,24 +53,26 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return flagExit(err)
-	}
-	if len(pos) > 0 || o.runs < 1 || o.users < 1 || o.delays[0] < 0 || o.delays[1] < 0 {
-		fmt.Fprintln(stderr, "pgreplica demo: no arguments expected; -n and -users must be positive, delays not negative")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
 	}
-	err = demo(ctx, o, stdout)
+	if fs.NArg() > 0 || o.runs < 1 || o.users < 1 || o.delays[0] < 0 || o.delays[1] < 0 {
+		fmt.Fprintln(stderr, "pgreplica-demo: no arguments expected; -n and -users must be positive, delays not negative")
+		return exitUsage
+	}
+	err := demo(ctx, o, stdout)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, integration.ErrNoPostgres):
-		fmt.Fprintf(stderr, "\npgreplica demo: cannot start a local cluster.\n%v\n", err)
+		fmt.Fprintf(stderr, "\npgreplica-demo: cannot start a local cluster.\n%v\n", err)
 	case ctx.Err() != nil:
-		fmt.Fprintln(stderr, "\npgreplica demo: interrupted; the cluster is stopped and removed")
+		fmt.Fprintln(stderr, "\npgreplica-demo: interrupted; the cluster is stopped and removed")
 	default:
-		fmt.Fprintln(stderr, "\npgreplica demo:", err)
+		fmt.Fprintln(stderr, "\npgreplica-demo:", err)
 	}
 	return exitFail
 }

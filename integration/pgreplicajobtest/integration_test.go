@@ -1,4 +1,4 @@
-package pgreplicajob_test
+package pgreplicajobtest
 
 import (
 	"context"
