@@ -87,6 +87,6 @@ var errCommitRolledBack = errors.New("pgreplica: commit failed: the transaction 
 func (c *Connector) observeWrite(pl *plan, lsn LSN) {
 	lsn = reachableLSN(lsn)
 	c.metrics.lsnCaptures.Add(1)
-	c.raiseProcessLSN(pl.topo.sysid, lsn)
+	c.raiseProcessLSN(pl.topo.sysid, lsn, pl.session == nil)
 	pl.session.advanceWrite(lsn, pl.topo.timeline, pl.topo.sysid)
 }

@@ -28,10 +28,11 @@ type Connector struct {
 	readOnlyLearned *stmtCache
 	// picker chooses among the replicas that satisfy a read.
 	picker Picker
-	// mark is this connector's handle on its cluster's process watermark;
-	// localLSN stands in while the cluster is unknown (watermark.go).
-	mark     atomic.Pointer[watermark]
-	localLSN atomic.Uint64
+	// mark is this connector's handle on its cluster's process
+	// watermarks; localMarks stand in while the cluster is unknown
+	// (watermark.go).
+	mark       atomic.Pointer[watermark]
+	localMarks processMarks
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
 	metrics     metrics

@@ -42,9 +42,9 @@ type plan struct {
 
 // decide turns a statement into a plan: a pure function of the topology
 // snapshot, the statement's class, the context's requirement (read once
-// by the caller), the configuration, the process watermark of this
+// by the caller), the configuration, the process watermarks of this
 // cluster, the time and the context's deadline (zero: none).
-func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process LSN, now, ctxDeadline time.Time) (plan, error) {
+func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process processLSNs, now, ctxDeadline time.Time) (plan, error) {
 	pl := plan{
 		topo:     t,
 		read:     cls.read,
@@ -70,15 +70,17 @@ func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process L
 	if err != nil {
 		return pl, err
 	}
-	if kind == readDefault {
-		switch cfg.DefaultConsistency {
-		case ConsistencyPrimary:
-			kind = readPrimary
-		case ConsistencyEventual:
-			kind = readEventual
-		default:
-			kind, need = readPosition, process
-		}
+	switch {
+	case kind == readDefault && cfg.DefaultConsistency == ConsistencyPrimary:
+		kind = readPrimary
+	case kind == readDefault && cfg.DefaultConsistency == ConsistencyEventual:
+		kind = readEventual
+	case kind == readDefault:
+		kind, need = readPosition, process.all
+	case kind == readPosition && cfg.DefaultConsistency == ConsistencyProcess:
+		// A session or token read also sees what this process wrote
+		// without a session (see processMarks).
+		need = max(need, process.shared)
 	}
 	pl.kind, pl.need = kind, need
 	switch {

@@ -27,7 +27,7 @@ func TestDecide(t *testing.T) {
 		cls      stmtClass
 		ctx      context.Context
 		cfg      func(*Config)
-		process  LSN
+		process  processLSNs
 		deadline time.Time
 		// want
 		primary  bool
@@ -42,10 +42,13 @@ func TestDecide(t *testing.T) {
 		{name: "read hinted to the primary", cls: classify("/* pgreplica:primary */ SELECT 1"), ctx: bg, primary: true},
 		{name: "WithPrimary", cls: read, ctx: WithPrimary(bg), primary: true},
 		{name: "process default, nothing written: lag bound applies", cls: read, ctx: bg, maxLag: time.Second, fresh: []int{1}},
-		{name: "process default after a write", cls: read, ctx: bg, process: 700, need: 700, fresh: []int{2}},
-		{name: "default eventual", cls: read, ctx: bg, cfg: func(c *Config) { c.DefaultConsistency = ConsistencyEventual }, process: 700, maxLag: time.Second, fresh: []int{1}},
+		{name: "process default after a write", cls: read, ctx: bg, process: processLSNs{all: 700}, need: 700, fresh: []int{2}},
+		{name: "default eventual", cls: read, ctx: bg, cfg: func(c *Config) { c.DefaultConsistency = ConsistencyEventual }, process: processLSNs{all: 700}, maxLag: time.Second, fresh: []int{1}},
 		{name: "default primary", cls: read, ctx: bg, cfg: func(c *Config) { c.DefaultConsistency = ConsistencyPrimary }, primary: true},
 		{name: "session", cls: read, ctx: WithSession(bg, sess), need: 800, fresh: []int{2}, session: sess},
+		{name: "session below the process's session-less writes", cls: read, ctx: WithSession(bg, sess), process: processLSNs{all: 990, shared: 850},
+			need: 850, fresh: []int{2}, session: sess},
+		{name: "session above them", cls: read, ctx: WithSession(bg, sess), process: processLSNs{all: 990, shared: 600}, need: 800, fresh: []int{2}, session: sess},
 		{name: "token above the session", cls: read, ctx: WithMinLSN(WithSession(bg, sess), 950), need: 950, session: sess},
 		{name: "staleness", cls: read, ctx: WithMaxStaleness(bg, 3*time.Second), maxLag: 3 * time.Second, fresh: []int{1, 2}},
 		{name: "eventual", cls: read, ctx: WithEventual(bg), maxLag: time.Second, fresh: []int{1}},

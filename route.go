@@ -42,7 +42,7 @@ func (l *lease) release(err error) {
 func (c *Connector) planFor(ctx context.Context, cls stmtClass) (plan, error) {
 	t := c.topo.Load()
 	dl, _ := ctx.Deadline()
-	return decide(t, cls, requirementFrom(ctx), &c.cfg, c.processLSNFor(t.sysid), time.Now(), dl)
+	return decide(t, cls, requirementFrom(ctx), &c.cfg, c.processLSNs(t.sysid), time.Now(), dl)
 }
 
 // route runs op on a connection the plan allows and returns the lease op

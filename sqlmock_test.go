@@ -117,7 +117,7 @@ func TestRouteExecGoesToPrimaryAndCapturesLSN(t *testing.T) {
 	if _, err := mc.db.Exec("UPDATE t SET x = 1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := mc.c.processLSNFor(mc.sysid); got != 0x200 {
+	if got := mc.c.processLSNs(mc.sysid).all; got != 0x200 {
 		t.Fatalf("process watermark %s, want 0/200", got)
 	}
 }
@@ -162,7 +162,7 @@ func TestRouteInsertReturningThroughQuery(t *testing.T) {
 	if err := mc.db.QueryRow(q, "ann").Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if got := mc.c.processLSNFor(mc.sysid); got != 0x400 {
+	if got := mc.c.processLSNs(mc.sysid).all; got != 0x400 {
 		t.Fatalf("process watermark %s, want 0/400", got)
 	}
 }
