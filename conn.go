@@ -110,7 +110,7 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 	switch {
 	case sticky == nil && cls.sessionState:
 		cls = onPrimary(cls) // it pins: only the primary keeps it
-	case sticky == nil && cn.c.readOnlyLearned.has(query):
+	case sticky == nil && cn.c.refused.has(query):
 		cls = classWrite(cls)
 	}
 	pl, err := cn.c.planFor(ctx, cls)

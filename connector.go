@@ -23,9 +23,9 @@ type Connector struct {
 	// probe is node.probe, replaceable by unit tests.
 	probe func(context.Context, *node) *nodeStatus
 
-	// readOnlyLearned remembers statements a replica refused with SQLSTATE
+	// refused remembers statements a replica refused with SQLSTATE
 	// 25006, so they go straight to the primary next time.
-	readOnlyLearned *stmtCache
+	refused *refusedStatements
 	// picker chooses among the replicas that satisfy a read.
 	picker Picker
 	// mark is this connector's handle on its cluster's process
@@ -67,7 +67,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Connector{cfg: cfg, log: cfg.Logger, readOnlyLearned: newStmtCache(1024)}
+	c := &Connector{cfg: cfg, log: cfg.Logger, refused: newRefusedStatements(1024)}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

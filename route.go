@@ -67,7 +67,7 @@ func (c *Connector) route(ctx context.Context, pl *plan, query string, op func(*
 		switch {
 		case l.replica && sqlState(err) == stateReadOnlyTx && query != "":
 			// The classifier thought it a read; the replica disagreed.
-			c.readOnlyLearned.add(query)
+			c.refused.add(query)
 			c.metrics.readOnlyRetries.Add(1)
 			pl.onPrimary, pl.read, pl.capture = true, false, true
 			continue
