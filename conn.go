@@ -78,7 +78,7 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []dr
 		return nil, err
 	}
 	if cls.sessionState {
-		cn.pinned = l
+		cn.pinned = &l
 	} else {
 		l.release(nil)
 	}
@@ -133,15 +133,12 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 		return nil, err
 	}
 	if cls.sessionState {
-		cn.pinned = l
+		cn.pinned = &l
 		return cn.stickyRows(ctx, &pl, l.p, rows), nil
 	}
-	return &routedRows{Rows: rows, onClose: func(err error) {
-		if err == nil {
-			err = cn.c.finish(ctx, &pl, l)
-		}
-		l.release(err)
-	}}, nil
+	lr := &leasedRows{ctx: ctx, pl: pl, l: l}
+	lr.Rows, lr.after = rows, lr
+	return lr, nil
 }
 
 // queryOn runs a query on the pinned or transaction connection, which
@@ -171,17 +168,15 @@ func (cn *conn) stickyRows(ctx context.Context, pl *plan, p *physical, rows driv
 	if !pl.capture {
 		return rows
 	}
-	return &routedRows{Rows: rows, onClose: func(err error) {
-		if err == nil {
-			cn.c.captureAfter(context.WithoutCancel(ctx), pl, p)
-		}
-	}}
+	cr := &capturingRows{c: cn.c, ctx: ctx, pl: *pl, p: p}
+	cr.Rows, cr.after = rows, cr
+	return cr
 }
 
 // sticky returns the lease this virtual conn is bound to, if any.
 func (cn *conn) sticky() *lease {
 	if cn.tx != nil {
-		return cn.tx.lease
+		return &cn.tx.lease
 	}
 	return cn.pinned
 }

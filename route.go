@@ -52,15 +52,15 @@ func (c *Connector) planFor(ctx context.Context, cls stmtClass) (plan, error) {
 // replay conflict or a lost connection on a replica sends it once to
 // another; a lost primary connection sends a read once more. A write is
 // never sent twice.
-func (c *Connector) route(ctx context.Context, pl *plan, query string, op func(*physical) error) (*lease, error) {
+func (c *Connector) route(ctx context.Context, pl *plan, query string, op func(*physical) error) (lease, error) {
 	retriedReplica, retriedPrimary := false, false
 	for {
 		l, err := c.acquire(ctx, pl)
 		if err != nil {
-			return nil, err
+			return lease{}, err
 		}
 		if err = op(l.p); err == nil {
-			c.noteServed(ctx, pl, l)
+			c.noteServed(ctx, pl, &l)
 			return l, nil
 		}
 		l.release(err)
@@ -93,13 +93,13 @@ func (c *Connector) route(ctx context.Context, pl *plan, query string, op func(*
 		if !pl.read {
 			err = c.writeFailed(l.p, err)
 		}
-		return nil, err
+		return lease{}, err
 	}
 }
 
 // acquire borrows the connection the plan calls for: the primary; a
 // replica that satisfies the read; one after waiting; or the fallback.
-func (c *Connector) acquire(ctx context.Context, pl *plan) (*lease, error) {
+func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
 	if pl.onPrimary {
 		return c.leasePrimary(ctx, pl.topo, false)
 	}
@@ -114,18 +114,18 @@ func (c *Connector) acquire(ctx context.Context, pl *plan) (*lease, error) {
 		return l, nil
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return lease{}, ctx.Err()
 	}
 	if nf := (*NoFreshReplicaError)(nil); errors.As(err, &nf) {
 		c.metrics.noteFallback(nf.Reason, pl.tokened(), pl.fallback == FallbackError)
 	}
 	if pl.fallback == FallbackError {
-		return nil, err
+		return lease{}, err
 	}
 	c.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", err)
 	c.metrics.fallbackReads.Add(1)
 	if err := c.takeFallbackSlot(ctx, pl.deadline); err != nil {
-		return nil, err
+		return lease{}, err
 	}
 	l, err = c.leasePrimary(ctx, pl.topo, true)
 	if err != nil {
@@ -136,34 +136,34 @@ func (c *Connector) acquire(ctx context.Context, pl *plan) (*lease, error) {
 
 // leasePrimary borrows a connection to the primary, or says why there is
 // none.
-func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (*lease, error) {
+func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
 	pv := t.primaryNode()
 	if pv == nil {
-		return nil, t.writeErr
+		return lease{}, t.writeErr
 	}
 	res, err := pv.n.pool.acquire(ctx)
 	if err != nil {
 		if ctx.Err() == nil && isConnLost(err) {
 			// The primary went away since the last probe; the monitor will
 			// say so too in a moment. Nothing was sent.
-			return nil, fmt.Errorf("%w: %w", ErrNoPrimary, err)
+			return lease{}, fmt.Errorf("%w: %w", ErrNoPrimary, err)
 		}
-		return nil, err
+		return lease{}, err
 	}
 	return c.newLease(res, false, slot), nil
 }
 
-func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool) *lease {
+func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool) lease {
 	p := res.Value()
 	p.node.inflight.Add(1)
-	return &lease{c: c, res: res, p: p, replica: replica, slot: slot, known: LSN(p.node.replay.Load())}
+	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: LSN(p.node.replay.Load())}
 }
 
 // leaseReplica borrows a connection to a replica that satisfies the plan.
 // One whose cached replay position proves it costs no extra round trip;
 // otherwise the read waits for one (awaitReplica). A replica that refuses
 // connections is left out and the next one tried.
-func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (*lease, error) {
+func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 	for set := pl.fresh.without(pl.tried); set != 0; set = pl.replicas(true) {
 		i := pick(c.picker, pl.topo, set)
 		res, err := pl.topo.nodes[i].n.pool.acquire(ctx)
@@ -171,7 +171,7 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (*lease, error) 
 			return c.newLease(res, true, false), nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return lease{}, ctx.Err()
 		}
 		pl.tried.add(i)
 	}
@@ -191,13 +191,13 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (*lease, error) 
 			}
 		}
 	}
-	return nil, noReplicaError(pl)
+	return lease{}, noReplicaError(pl)
 }
 
 // awaitReplica polls the eligible replicas, each on the connection that
 // will run the query, until one has replayed pl.need or the plan's
 // deadline passes.
-func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (*lease, error) {
+func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 	wctx, cancel := context.WithDeadline(ctx, pl.deadline)
 	defer cancel()
 	backoff := time.Millisecond
@@ -205,7 +205,7 @@ func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (*lease, error) 
 	for {
 		candidates := pl.replicas(false)
 		if candidates == 0 {
-			return nil, noReplicaError(pl)
+			return lease{}, noReplicaError(pl)
 		}
 		for set := candidates; set != 0; set &= set - 1 {
 			n := pl.topo.nodes[set.nth(0)].n
@@ -224,13 +224,13 @@ func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (*lease, error) 
 			n.pool.release(res, err)
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return lease{}, ctx.Err()
 		}
 		// The last check starts shortly before the deadline, so that a
 		// replica catching up late in the budget still serves the read.
 		left := time.Until(pl.deadline) - lastCheckMargin
 		if left <= 0 {
-			return nil, &NoFreshReplicaError{Reason: ReasonTimeout,
+			return lease{}, &NoFreshReplicaError{Reason: ReasonTimeout,
 				Detail: fmt.Sprintf("no replica replayed %s before the wait budget ran out (best seen %s)", pl.need, best)}
 		}
 		select {

@@ -1,19 +1,57 @@
 package pgreplica
 
 import (
+	"context"
 	"database/sql/driver"
 	"io"
 	"reflect"
 )
 
-// routedRows returns its physical connection when database/sql closes it,
-// and forwards the optional column-type interfaces of the inner rows so
+// routedRows wraps the inner rows of a statement so that what the plan
+// asks once they are done (release the connection, capture a write's LSN,
+// bound a session read) happens when database/sql closes them, and
+// forwards the optional column-type interfaces of the inner rows so
 // ColumnTypes() works as with the inner driver directly.
 type routedRows struct {
 	driver.Rows
-	onClose func(err error)
-	err     error // first error Next returned, other than io.EOF
-	closed  bool
+	after  rowsAfter
+	err    error // first error Next returned, other than io.EOF
+	closed bool
+}
+
+// rowsAfter is what runs when rows close: err is the first error of the
+// rows, or of closing them.
+type rowsAfter interface{ afterRows(err error) }
+
+// leasedRows are the rows of a routed query (one allocation per query).
+type leasedRows struct {
+	routedRows
+	ctx context.Context
+	pl  plan
+	l   lease
+}
+
+func (r *leasedRows) afterRows(err error) {
+	if err == nil {
+		err = r.l.c.finish(r.ctx, &r.pl, &r.l)
+	}
+	r.l.release(err)
+}
+
+// capturingRows are the rows of a write on a pinned connection: its LSN
+// is captured once they are done; the connection stays pinned.
+type capturingRows struct {
+	routedRows
+	c   *Connector
+	ctx context.Context
+	pl  plan
+	p   *physical
+}
+
+func (r *capturingRows) afterRows(err error) {
+	if err == nil {
+		r.c.captureAfter(context.WithoutCancel(r.ctx), &r.pl, r.p)
+	}
 }
 
 var (
@@ -39,12 +77,12 @@ func (r *routedRows) Close() error {
 	}
 	r.closed = true
 	err := r.Rows.Close()
-	if r.onClose != nil {
+	if r.after != nil {
 		e := r.err
 		if e == nil {
 			e = err
 		}
-		r.onClose(e)
+		r.after.afterRows(e)
 	}
 	return err
 }

@@ -11,7 +11,7 @@ import (
 // read-write transactions, one fresh-enough replica for read-only ones.
 type tx struct {
 	cn    *conn
-	lease *lease
+	lease lease // zero once the transaction ended
 	inner driver.Tx
 	ctx   context.Context
 	// pl is the transaction's plan: where it runs and for which session.
@@ -52,7 +52,7 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 	}
 	switch {
 	case cn.pinned != nil:
-		t.lease = cn.pinned
+		t.lease = *cn.pinned
 		err = begin(t.lease.p)
 	case cls.read:
 		t.lease, err = cn.c.route(ctx, &t.pl, "", begin)
@@ -90,7 +90,7 @@ func (t *tx) noteStatement(cls stmtClass) {
 // Commit commits and, for a transaction that wrote, raises the session and
 // process watermarks to an LSN read after the commit.
 func (t *tx) Commit() error {
-	if t.lease == nil {
+	if t.lease.p == nil {
 		return errTxDone
 	}
 	p := t.lease.p
@@ -106,7 +106,7 @@ func (t *tx) Commit() error {
 }
 
 func (t *tx) Rollback() error {
-	if t.lease == nil {
+	if t.lease.p == nil {
 		return errTxDone
 	}
 	err := t.inner.Rollback()
@@ -119,12 +119,12 @@ func (t *tx) Rollback() error {
 // a pinned session conn keeps its connection.
 func (t *tx) end(err error) {
 	if err == nil && !t.wrote {
-		err = t.cn.c.boundRead(t.ctx, &t.pl, t.lease)
+		err = t.cn.c.boundRead(t.ctx, &t.pl, &t.lease)
 	}
 	l := t.lease
-	t.lease = nil
+	t.lease = lease{}
 	t.cn.tx = nil
-	if l != t.cn.pinned {
+	if t.cn.pinned == nil {
 		l.release(err)
 	}
 }
