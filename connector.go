@@ -86,8 +86,8 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	return c, nil
 }
 
-// Driver returns the pgreplica driver.
-func (c *Connector) Driver() driver.Driver { return Driver{} }
+// Driver returns the pgreplica driver, bound to c (see ConnectorOf).
+func (c *Connector) Driver() driver.Driver { return Driver{c: c} }
 
 // Connect returns a virtual connection. The first call starts the monitor
 // and waits for its first round, so a cluster nobody can reach is reported
