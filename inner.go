@@ -9,6 +9,7 @@ import (
 	"net"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,14 +26,45 @@ func innerConnector(cfg *Config, h Host) (driver.Connector, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactErr(err, cfg.Password))
 		}
+		c.Dialer(socketDialer{}) // lib/pq's default dialer, plus noteSocket
 		return c, nil
 	default:
 		pc, err := pgx.ParseConfig(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactErr(err, cfg.Password))
 		}
+		dial := pc.DialFunc
+		pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err == nil {
+				noteSocket(ctx, c)
+			}
+			return c, err
+		}
 		return stdlib.GetConnector(*pc), nil
 	}
+}
+
+// socketDialer is lib/pq's default dialer (a zero net.Dialer) that records
+// what it dials for the connection being made (see hostPool.close).
+type socketDialer struct{ d net.Dialer }
+
+func (s socketDialer) Dial(network, address string) (net.Conn, error) {
+	return s.DialContext(context.Background(), network, address)
+}
+
+func (s socketDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.DialContext(ctx, network, address)
+}
+
+func (s socketDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := s.d.DialContext(ctx, network, address)
+	if err == nil {
+		noteSocket(ctx, c)
+	}
+	return c, err
 }
 
 func hostName(h Host) string {
