@@ -20,6 +20,9 @@ type conn struct {
 	pinned *puddle.Resource[*physical]
 	tx     *tx
 	closed bool
+	// bound are the open statements prepared on the pinned or transaction
+	// connection (see stmt).
+	bound []*stmt
 	// ownsConnector is set by Driver.Open, which made a connector for this
 	// conn alone.
 	ownsConnector bool
@@ -146,21 +149,6 @@ func (cn *conn) noteSession(p *physical, cls stmtClass) {
 	}
 }
 
-// PrepareContext returns a statement that is routed like a plain call each
-// time it runs. The inner driver prepares (and caches) it on whichever
-// physical connection runs it.
-func (cn *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if cn.closed {
-		return nil, driver.ErrBadConn
-	}
-	return &stmt{cn: cn, query: query, cls: cn.c.classes.classify(query)}, nil
-}
-
-// Prepare implements driver.Conn.
-func (cn *conn) Prepare(query string) (driver.Stmt, error) {
-	return cn.PrepareContext(context.Background(), query)
-}
-
 // Begin implements driver.Conn; database/sql uses BeginTx.
 func (cn *conn) Begin() (driver.Tx, error) {
 	return cn.BeginTx(context.Background(), driver.TxOptions{})
@@ -218,6 +206,7 @@ func (cn *conn) Close() error {
 	}
 	if cn.pinned != nil {
 		res := cn.pinned
+		cn.closeBound(res)
 		cn.pinned = nil
 		res.Value().node.pool.release(res, nil)
 	}

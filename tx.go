@@ -129,5 +129,6 @@ func (t *tx) release(err error) {
 	if res == t.cn.pinned {
 		return
 	}
+	t.cn.closeBound(res)
 	res.Value().node.pool.release(res, err)
 }
