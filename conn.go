@@ -18,6 +18,9 @@ type conn struct {
 	pinned *lease
 	tx     *tx
 	closed bool
+	// bound are the open statements prepared on the pinned or transaction
+	// connection (see stmt).
+	bound []*stmt
 	// ownsConnector is set by Driver.Open, which made a connector for this
 	// conn alone.
 	ownsConnector bool
@@ -193,21 +196,6 @@ func classWrite(cls stmtClass) stmtClass {
 	return cls
 }
 
-// PrepareContext returns a statement that is routed like a plain call each
-// time it runs. The inner driver prepares (and caches) it on whichever
-// physical connection runs it.
-func (cn *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if cn.closed {
-		return nil, driver.ErrBadConn
-	}
-	return &stmt{cn: cn, query: query, cls: cn.c.classes.classify(query)}, nil
-}
-
-// Prepare implements driver.Conn.
-func (cn *conn) Prepare(query string) (driver.Stmt, error) {
-	return cn.PrepareContext(context.Background(), query)
-}
-
 // Begin implements driver.Conn; database/sql uses BeginTx.
 func (cn *conn) Begin() (driver.Tx, error) {
 	return cn.BeginTx(context.Background(), driver.TxOptions{})
@@ -264,6 +252,7 @@ func (cn *conn) Close() error {
 	}
 	if cn.pinned != nil {
 		l := cn.pinned
+		cn.closeBound(l.p)
 		cn.pinned = nil
 		l.release(nil) // a dirty connection is closed, not reused
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Connector is a pgreplica driver.Connector: give it to sql.OpenDB. It owns
@@ -90,8 +89,8 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	return c, nil
 }
 
-// Driver returns the pgreplica driver.
-func (c *Connector) Driver() driver.Driver { return Driver{} }
+// Driver returns the pgreplica driver, bound to c (see ConnectorOf).
+func (c *Connector) Driver() driver.Driver { return Driver{c: c} }
 
 // Connect returns a virtual connection. The first call starts the monitor
 // and waits for its first round, so a cluster nobody can reach is reported
@@ -191,11 +190,11 @@ func (c *Connector) publish(t *topology) {
 	}
 }
 
-// closeWait bounds how long Close waits for borrowed connections.
-const closeWait = 5 * time.Second
-
-// Close stops the monitor and closes every physical connection. It waits
-// for connections in use to be returned.
+// Close stops the monitor and closes every physical connection at once,
+// like db.Close with pgx or lib/pq: it does not wait for connections the
+// application still holds through rows it never closed or a transaction it
+// left open. Those are closed too (see hostPool.close); using them
+// afterwards fails.
 func (c *Connector) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
@@ -204,20 +203,12 @@ func (c *Connector) Close() error {
 			c.cancel()
 		}
 		c.wg.Wait()
-		// puddle's Close waits for borrowed connections; one held by rows
-		// the application never closed must not hang db.Close. Those are
-		// closed when returned.
-		done := make(chan struct{})
-		go func() {
-			for _, n := range c.nodes {
-				n.pool.close()
-			}
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(closeWait):
-			c.log.Warn("pgreplica: closed with connections still borrowed (rows not closed?)")
+		taken := 0
+		for _, n := range c.nodes {
+			taken += n.pool.close()
+		}
+		if taken > 0 {
+			c.log.Warn("pgreplica: closed connections still borrowed (rows or transactions not closed?)", "connections", taken)
 		}
 	})
 	return nil

@@ -26,7 +26,15 @@ func init() {
 // Driver is the database/sql driver. It implements driver.DriverContext, so
 // database/sql parses the DSN once per sql.DB rather than once per
 // connection.
-type Driver struct{}
+//
+// The Driver a *Connector returns knows that connector: database/sql's
+// (*sql.DB).Driver() returns connector.Driver() (sql.Open calls
+// OpenConnector for a DriverContext driver, sql.OpenDB keeps the connector
+// it is given), which is how ConnectorOf finds the connector without a
+// connection.
+type Driver struct {
+	c *Connector
+}
 
 var (
 	_ driver.Driver        = Driver{}

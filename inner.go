@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -21,14 +22,45 @@ func innerConnector(cfg *Config, h Host) (driver.Connector, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactPassword(err.Error(), cfg.Password))
 		}
+		c.Dialer(socketDialer{}) // lib/pq's default dialer, plus noteSocket
 		return c, nil
 	default:
 		pc, err := pgx.ParseConfig(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactPassword(err.Error(), cfg.Password))
 		}
+		dial := pc.DialFunc
+		pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err == nil {
+				noteSocket(ctx, c)
+			}
+			return c, err
+		}
 		return stdlib.GetConnector(*pc), nil
 	}
+}
+
+// socketDialer is lib/pq's default dialer (a zero net.Dialer) that records
+// what it dials for the connection being made (see hostPool.close).
+type socketDialer struct{ d net.Dialer }
+
+func (s socketDialer) Dial(network, address string) (net.Conn, error) {
+	return s.DialContext(context.Background(), network, address)
+}
+
+func (s socketDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.DialContext(ctx, network, address)
+}
+
+func (s socketDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := s.d.DialContext(ctx, network, address)
+	if err == nil {
+		noteSocket(ctx, c)
+	}
+	return c, err
 }
 
 func hostName(h Host) string {
@@ -168,6 +200,12 @@ type wire interface {
 	execCapture(ctx context.Context, p *physical, query string, cls stmtClass, args []driver.NamedValue, lsnQuery string) (driver.Result, LSN, error)
 	// commitCapture commits tx and then runs lsnQuery.
 	commitCapture(ctx context.Context, p *physical, tx driver.Tx, lsnQuery string) (LSN, error)
+	// describe asks the server to describe query (for Prepare) and
+	// returns its parameter count, leaving nothing prepared.
+	describe(ctx context.Context, p *physical, query string) (int, error)
+	// forget drops what the wire knows of a prepared statement that the
+	// inner driver deallocated.
+	forget(query string)
 	// badConnMaySend reports whether the driver returns ErrBadConn also
 	// for a connection that broke after a statement was sent (lib/pq
 	// does), so that ErrBadConn does not prove the write was not sent.
@@ -202,6 +240,20 @@ func (genericWire) commitCapture(ctx context.Context, p *physical, tx driver.Tx,
 }
 
 func (genericWire) badConnMaySend() bool { return true }
+
+// describe prepares and closes the inner driver's own statement: for
+// lib/pq the round trip its Close would cost later anyway, and lib/pq's
+// own errors (a CopyIn outside a transaction).
+func (genericWire) describe(ctx context.Context, p *physical, query string) (int, error) {
+	st, err := prepareInner(ctx, p.conn, query)
+	if err != nil {
+		return 0, err
+	}
+	n := st.NumInput()
+	return n, st.Close()
+}
+
+func (genericWire) forget(string) {}
 
 // newWire returns the wire for an inner connection: the only place that
 // looks at the inner connection's type.

@@ -5,6 +5,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/puddle/v2"
@@ -22,6 +25,29 @@ type physical struct {
 	asyncCommit bool
 	// wire is what the router needs beyond database/sql's interfaces.
 	wire wire
+
+	// owner says who holds the connection: the pool (ownerPool), a
+	// borrower (ownerBorrower, set by acquire), or, once Close took it from
+	// a borrower that never gave it back, nobody (ownerOrphan). res is the
+	// resource a borrower holds, for Close.
+	owner atomic.Int32
+	res   *puddle.Resource[*physical]
+	// socks are the sockets the inner driver dialed for this connection.
+	socks *sockets
+	// closeOnce closes conn once: the destructor and a borrower that comes
+	// back after Close may both try.
+	closeOnce sync.Once
+}
+
+const (
+	ownerPool int32 = iota
+	ownerBorrower
+	ownerOrphan
+)
+
+// closeConn closes the inner driver's connection (once).
+func (p *physical) closeConn() {
+	p.closeOnce.Do(func() { p.conn.Close() })
 }
 
 // note records what a statement about to run does to the session of p.
@@ -44,6 +70,13 @@ type hostPool struct {
 	maxLifetime      time.Duration
 	maxIdle          time.Duration
 	healthCheckAfter time.Duration
+
+	// all holds every live physical connection (added when connected,
+	// removed when destroyed: never on a statement's path), so that Close
+	// finds the borrowed ones; closing is set when Close starts.
+	mu      sync.Mutex
+	all     map[*physical]struct{}
+	closing atomic.Bool
 }
 
 func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error) {
@@ -52,19 +85,25 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 		maxLifetime:      cfg.ConnMaxLifetime,
 		maxIdle:          cfg.ConnMaxIdleTime,
 		healthCheckAfter: cfg.HealthCheckAfter,
+		all:              make(map[*physical]struct{}),
 	}
 	timeout := cfg.ConnectTimeout
 	p, err := puddle.NewPool(&puddle.Config[*physical]{
 		Constructor: func(ctx context.Context) (*physical, error) {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			c, err := inner.Connect(ctx)
+			socks := &sockets{}
+			c, err := inner.Connect(context.WithValue(ctx, socketsKey{}, socks))
 			if err != nil {
 				return nil, err
 			}
-			return &physical{conn: c, node: n, wire: newWire(c)}, nil
+			p := &physical{conn: c, node: n, socks: socks, wire: newWire(c)}
+			hp.mu.Lock()
+			hp.all[p] = struct{}{}
+			hp.mu.Unlock()
+			return p, nil
 		},
-		Destructor: func(p *physical) { p.conn.Close() },
+		Destructor: hp.destroy,
 		MaxSize:    int32(cfg.MaxConnsPerHost),
 	})
 	if err != nil {
@@ -88,10 +127,20 @@ func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], e
 			hp.node.markSuspect()
 			return nil, fmt.Errorf("pgreplica: connect to %s: %w", hp.node.name, err)
 		}
-		if hp.usable(ctx, res) {
-			return res, nil
+		if !hp.usable(ctx, res) {
+			res.Destroy()
+			continue
 		}
-		res.Destroy()
+		p := res.Value()
+		p.res = res
+		p.owner.Store(ownerBorrower)
+		if hp.closing.Load() {
+			// Close started: it either saw this borrow (and took the
+			// connection) or will wait for it; give it back either way.
+			hp.release(res, nil)
+			return nil, ErrClosed
+		}
+		return res, nil
 	}
 }
 
@@ -115,6 +164,12 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical])
 // leaves it unusable, or that carries session state, is closed.
 func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 	p := res.Value()
+	if !p.owner.CompareAndSwap(ownerBorrower, ownerPool) {
+		// Close took it from us (see close): its sockets are closed and
+		// the pool has forgotten it; only the driver conn is left to free.
+		p.closeConn()
+		return
+	}
 	if serverGone(err) {
 		// The server went away or cut us off (a restart, a failover, a
 		// network fault): its idle siblings are most likely dead too and
@@ -155,4 +210,80 @@ func (hp *hostPool) reap() {
 	}
 }
 
-func (hp *hostPool) close() { hp.pool.Close() }
+// close closes every connection of the pool at once, like database/sql
+// does with pgx or lib/pq (db.Close closes the idle connections and returns;
+// those inner drivers' connectors have nothing else to close): it does not
+// wait for connections the application still holds through rows it never
+// closed or a transaction it left open. puddle's Pool.Close would wait for
+// those, so close takes them from their borrower first: it closes their
+// sockets (safe while the borrower's goroutine uses the driver conn; that
+// use then fails at once) and hands them to puddle for destruction. The
+// borrower frees the driver conn when it gives the connection back (see
+// release). close reports how many connections it took.
+func (hp *hostPool) close() int {
+	hp.closing.Store(true)
+	hp.mu.Lock()
+	var borrowed []*physical
+	for p := range hp.all {
+		// A borrow that acquire marks after this point sees closing
+		// and gives the connection back itself.
+		if p.owner.CompareAndSwap(ownerBorrower, ownerOrphan) {
+			borrowed = append(borrowed, p)
+		}
+	}
+	hp.mu.Unlock()
+	for _, p := range borrowed {
+		// Destroy only reads the resource's state, as the borrower's
+		// Value() does; the destructor (destroy) sees ownerOrphan and
+		// closes the sockets only.
+		p.res.Destroy()
+	}
+	hp.pool.Close()
+	return len(borrowed)
+}
+
+// destroy is the pool's destructor. A connection Close took from a
+// borrower may still be in use on another goroutine: only its sockets are
+// closed here (net.Conn allows that concurrently); the borrower closes the
+// driver conn when it comes back. An inner driver that dialed nothing
+// pgreplica saw (a test double) gets its conn closed instead.
+func (hp *hostPool) destroy(p *physical) {
+	hp.mu.Lock()
+	delete(hp.all, p)
+	hp.mu.Unlock()
+	if p.owner.Load() == ownerOrphan && p.socks.close() {
+		return
+	}
+	p.closeConn()
+}
+
+// sockets collects the network connections an inner driver dials while
+// connecting one physical connection. pgx and lib/pq dial through a
+// function pgreplica supplies (see innerConnector), which finds the
+// collection in the connect context (socketsKey).
+type sockets struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+type socketsKey struct{}
+
+// noteSocket records c in the collection ctx carries, if any (a cancel
+// request dialed with a statement's context carries none).
+func noteSocket(ctx context.Context, c net.Conn) {
+	if s, ok := ctx.Value(socketsKey{}).(*sockets); ok {
+		s.mu.Lock()
+		s.conns = append(s.conns, c)
+		s.mu.Unlock()
+	}
+}
+
+// close closes the sockets and reports whether there were any.
+func (s *sockets) close() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	return len(s.conns) > 0
+}

@@ -125,6 +125,7 @@ func (t *tx) end(err error) {
 	t.lease = lease{}
 	t.cn.tx = nil
 	if t.cn.pinned == nil {
+		t.cn.closeBound(l.p)
 		l.release(err)
 	}
 }

@@ -28,7 +28,7 @@ func (w *pgxWire) execCapture(ctx context.Context, p *physical, query string, cl
 	if cls.multi || len(args) == 0 && !cls.dml {
 		return genericWire{}.execCapture(ctx, p, query, cls, args, lsnQuery)
 	}
-	sd, err := w.describe(ctx, query)
+	sd, err := w.statement(ctx, query)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -117,14 +117,30 @@ func (w *pgxWire) commitCapture(ctx context.Context, _ *physical, _ driver.Tx, l
 // sent.
 func (*pgxWire) badConnMaySend() bool { return false }
 
+// describe sends an unnamed Parse/Describe/Sync: one round trip and
+// nothing to deallocate (pgx's own Prepare would name the statement after
+// its text and cost a Deallocate at Close).
+func (w *pgxWire) describe(ctx context.Context, _ *physical, query string) (int, error) {
+	if w.conn.IsClosed() {
+		return 0, driver.ErrBadConn // as stdlib's PrepareContext
+	}
+	sd, err := w.conn.PgConn().Prepare(ctx, "", query, nil)
+	if err != nil {
+		return 0, err
+	}
+	return len(sd.ParamOIDs), nil
+}
+
+func (w *pgxWire) forget(query string) { delete(w.prepared, query) }
+
 // maxPrepared bounds the statements pgreplica prepares per connection for
 // pipelined writes; past it they are deallocated and the cache restarts.
 const maxPrepared = 256
 
-// describe prepares query once per connection (pgx keeps the
+// statement prepares query once per connection (pgx keeps the
 // description), so a pipelined write costs one round trip like pgx's own
 // statement cache.
-func (w *pgxWire) describe(ctx context.Context, query string) (*pgconn.StatementDescription, error) {
+func (w *pgxWire) statement(ctx context.Context, query string) (*pgconn.StatementDescription, error) {
 	if sd, ok := w.prepared[query]; ok {
 		return sd, nil
 	}

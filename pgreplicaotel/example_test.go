@@ -17,8 +17,8 @@ import (
 )
 
 // Report the metrics of a *sql.DB opened by driver name to the global
-// MeterProvider. ConnectorOf needs a connection, so this example needs a
-// reachable cluster and does not run as a test.
+// MeterProvider. ConnectorOf opens no connection; this example still
+// needs a cluster to serve and does not run as a test.
 func Example() {
 	ctx := context.Background()
 	db, err := sql.Open("pgreplica", "postgres://app@db1,db2,db3/shop?sslmode=disable")

@@ -13,9 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Serve the metrics of a *sql.DB opened by driver name. ConnectorOf needs
-// a connection, so this example needs a reachable cluster and does not run
-// as a test.
+// Serve the metrics of a *sql.DB opened by driver name. ConnectorOf opens
+// no connection; this example serves forever and does not run as a test.
 func Example() {
 	ctx := context.Background()
 	db, err := sql.Open("pgreplica", "postgres://app@db1,db2,db3/shop?sslmode=disable")
