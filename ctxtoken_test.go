@@ -2,165 +2,9 @@ package pgreplica
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 )
-
-func TestSessionAdvanceMaxMerge(t *testing.T) {
-	s := NewSession()
-	if s.LSN() != 0 {
-		t.Fatalf("new session LSN = %v", s.LSN())
-	}
-	if !s.advance(100, 1, 0) || s.LSN() != 100 {
-		t.Fatalf("advance(100) -> %v", s.LSN())
-	}
-	s.advance(50, 1, 0)
-	if s.LSN() != 100 {
-		t.Fatalf("a lower LSN lowered the watermark to %v", s.LSN())
-	}
-	s.advance(200, 2, 0)
-	s.advance(150, 1, 0)
-	if got := s.Snapshot(); got != (Token{LSN: 200, Timeline: 2}) {
-		t.Fatalf("snapshot = %+v", got)
-	}
-	// Binding to a cluster.
-	if !s.advance(210, 2, 7) || s.Snapshot().SystemID != 7 {
-		t.Fatalf("session did not bind to system 7: %+v", s.Snapshot())
-	}
-	if s.advance(9999, 9, 8) {
-		t.Fatal("advance from another cluster was accepted")
-	}
-	if got := s.Snapshot(); got != (Token{LSN: 210, Timeline: 2, SystemID: 7}) {
-		t.Fatalf("advance from another cluster changed the session: %+v", got)
-	}
-	if !s.advance(220, 2, 0) || s.LSN() != 220 {
-		t.Fatal("advance with an unknown system identifier should apply")
-	}
-}
-
-func TestSessionMerge(t *testing.T) {
-	s := NewSession()
-	if err := s.Merge(Token{LSN: 10, Timeline: 1}); err != nil || s.LSN() != 10 {
-		t.Fatalf("Merge: %v, LSN %v", err, s.LSN())
-	}
-	if err := s.Merge(Token{LSN: 5, Timeline: 1, SystemID: 42}); err != nil || s.LSN() != 10 {
-		t.Fatalf("Merge(lower): %v, LSN %v", err, s.LSN())
-	}
-	err := s.Merge(Token{LSN: 1000, Timeline: 5, SystemID: 43})
-	if !errors.Is(err, ErrBadToken) || !errors.Is(err, errTokenOtherCluster) {
-		t.Fatalf("Merge(other cluster) error %v", err)
-	}
-	if got := s.Snapshot(); got != (Token{LSN: 10, Timeline: 1, SystemID: 42}) {
-		t.Fatalf("a rejected Merge changed the session: %+v", got)
-	}
-	// A token from an older timeline is honoured (see the failover rule).
-	if err := s.Merge(Token{LSN: 500, Timeline: 0}); err != nil || s.LSN() != 500 {
-		t.Fatalf("Merge(old timeline): %v, LSN %v", err, s.LSN())
-	}
-
-	// The driver's merge checks the token against the cluster it serves.
-	d := NewSession()
-	if err := d.merge(Token{LSN: 1, SystemID: 1}, 2); !errors.Is(err, errTokenOtherCluster) || d.Snapshot() != (Token{}) {
-		t.Fatalf("merge(token of 1, cluster 2) = %v, session %+v", err, d.Snapshot())
-	}
-	if err := d.merge(Token{LSN: 3}, 2); err != nil || d.Snapshot() != (Token{LSN: 3, SystemID: 2}) {
-		t.Fatalf("merge(unknown cluster token) = %v, session %+v", err, d.Snapshot())
-	}
-	if err := d.merge(Token{LSN: 4}, 5); !errors.Is(err, errTokenOtherCluster) || d.LSN() != 3 {
-		t.Fatalf("merge into a session of another cluster = %v, LSN %v", err, d.LSN())
-	}
-
-	// A nil session is inert.
-	var n *Session
-	if n.LSN() != 0 || n.Merge(Token{LSN: 1}) != nil || n.advance(1, 1, 1) {
-		t.Fatal("nil session is not inert")
-	}
-}
-
-func TestSessionTokenRoundTrip(t *testing.T) {
-	s := NewSession()
-	s.advance(0x16_B374D848, 3, 1234)
-	tok, err := ParseToken(s.Token())
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := NewSession()
-	if err := other.Merge(tok); err != nil {
-		t.Fatal(err)
-	}
-	if other.Snapshot() != s.Snapshot() {
-		t.Fatalf("merged %+v, want %+v", other.Snapshot(), s.Snapshot())
-	}
-}
-
-func TestSessionConcurrentAdvance(t *testing.T) {
-	const (
-		goroutines = 32
-		perG       = 2000
-	)
-	s := NewSession()
-	// The timeline that comes with an LSN grows with it, so a snapshot
-	// must never show an LSN with a timeline older than the one it came
-	// with.
-	tlOf := func(l LSN) uint32 { return uint32(l/10000) + 1 }
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	var readerErr error
-	var readerWG sync.WaitGroup
-	readerWG.Add(1)
-	go func() {
-		defer readerWG.Done()
-		var last LSN
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			snap := s.Snapshot()
-			if snap.LSN < last {
-				readerErr = errors.New("watermark went backwards")
-				return
-			}
-			last = snap.LSN
-			if snap.LSN != 0 && snap.Timeline < tlOf(snap.LSN) {
-				readerErr = errors.New("snapshot shows an LSN with an older timeline")
-				return
-			}
-			_ = s.Token()
-		}
-	}()
-	for g := range goroutines {
-		wg.Go(func() {
-			for i := range perG {
-				// Interleave rising and falling positions.
-				l := LSN((i*goroutines + g) * 7 % (goroutines * perG))
-				if i%2 == 1 {
-					l = LSN(goroutines*perG - 1 - int(l))
-				}
-				if g == goroutines/2 && i == perG/3 {
-					l = goroutines * perG // the maximum, once, mid-run
-				}
-				if !s.advance(l, tlOf(l), 99) {
-					t.Error("advance refused")
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(stop)
-	readerWG.Wait()
-	if readerErr != nil {
-		t.Fatal(readerErr)
-	}
-	want := LSN(goroutines * perG)
-	if got := s.Snapshot(); got != (Token{LSN: want, Timeline: tlOf(want), SystemID: 99}) {
-		t.Fatalf("final %+v, want LSN %v timeline %d", got, want, tlOf(want))
-	}
-}
 
 func TestRequirementCopySemantics(t *testing.T) {
 	base := context.Background()
@@ -244,39 +88,59 @@ func TestRequirementPrecedence(t *testing.T) {
 
 func TestRequirementClusters(t *testing.T) {
 	bg := context.Background()
-	s := NewSession()
-	s.advance(300, 1, 7)
-
-	// A session bound to cluster 7 applies to cluster 7 (and to an
-	// unknown one), and not to cluster 8.
-	for _, c := range []struct {
+	type want struct {
 		sysid uint64
 		kind  readKind
 		lsn   LSN
-	}{{7, readPosition, 300}, {0, readPosition, 300}, {8, readEventual, 0}} {
-		kind, lsn, err := requirementFrom(WithEventual(WithSession(bg, s))).decide(c.sysid)
-		if err != nil || kind != c.kind || lsn != c.lsn {
-			t.Errorf("session of 7 on cluster %d: %v, %v, %v; want %v, %v", c.sysid, kind, lsn, err, c.kind, c.lsn)
+	}
+	check := func(name string, ctx context.Context, cases ...want) {
+		t.Helper()
+		for _, c := range cases {
+			kind, lsn, err := requirementFrom(ctx).decide(c.sysid)
+			if err != nil || kind != c.kind || lsn != c.lsn {
+				t.Errorf("%s on cluster %d: %v, %v, %v; want %v, %v", name, c.sysid, kind, lsn, err, c.kind, c.lsn)
+			}
 		}
 	}
 
+	// A session applies to every cluster, each with its own watermark.
+	s := NewSession()
+	s.advance(300, 1, 7)
+	s.advanceWrite(500, 1, 8)
+	check("session of 7 and 8", WithEventual(WithSession(bg, s)),
+		want{7, readPosition, 300}, want{8, readPosition, 500}, want{9, readPosition, 0}, want{0, readPosition, 500})
+
+	// A token's position for another cluster does not apply (it used to
+	// fail the read).
 	tok := WithToken(bg, Token{LSN: 50, SystemID: 7})
-	if _, _, err := requirementFrom(tok).decide(8); !errors.Is(err, ErrBadToken) {
-		t.Errorf("token of cluster 7 read on cluster 8: %v", err)
-	}
-	if kind, lsn, err := requirementFrom(tok).decide(7); err != nil || kind != readPosition || lsn != 50 {
-		t.Errorf("token of cluster 7 read on cluster 7: %v %v %v", kind, lsn, err)
-	}
-	clash := WithToken(tok, Token{LSN: 60, SystemID: 9})
-	if _, _, err := requirementFrom(clash).decide(0); !errors.Is(err, errTokenOtherCluster) {
-		t.Errorf("tokens of two clusters: %v", err)
-	}
-	if kind, _, err := requirementFrom(WithPrimary(clash)).decide(8); err != nil || kind != readPrimary {
-		t.Errorf("primary read with a foreign token: %v %v", kind, err)
-	}
-	if _, _, err := requirementFrom(WithToken(tok, Token{LSN: 1})).decide(7); err != nil {
-		t.Errorf("a token without a system identifier clashed: %v", err)
-	}
+	check("token of 7", WithEventual(tok),
+		want{7, readPosition, 50}, want{8, readEventual, 0}, want{0, readPosition, 50})
+	// Tokens of two clusters combine per cluster (they used to clash).
+	two := WithToken(tok, Token{LSN: 60, SystemID: 9})
+	check("tokens of 7 and 9", two,
+		want{7, readPosition, 50}, want{9, readPosition, 60}, want{8, readDefault, 0}, want{0, readPosition, 60})
+	check("tokens of 7 (raised) and 9", WithToken(two, Token{LSN: 70, SystemID: 7}),
+		want{7, readPosition, 70}, want{9, readPosition, 60})
+	check("tokens of 7 (lower) and 9", WithToken(two, Token{LSN: 10, SystemID: 7}),
+		want{7, readPosition, 50}, want{9, readPosition, 60})
+	check("primary with tokens", WithPrimary(two), want{8, readPrimary, 0})
+	// A position whose cluster is not known applies everywhere.
+	check("token without a system identifier", WithToken(tok, Token{LSN: 20}),
+		want{7, readPosition, 50}, want{8, readPosition, 20})
+	// One multi-cluster token.
+	multi := Token{LSN: 50, SystemID: 7, Others: []Position{{SystemID: 9, LSN: 60}, {LSN: 20}}}
+	check("multi-cluster token", WithToken(bg, multi),
+		want{7, readPosition, 50}, want{9, readPosition, 60}, want{8, readPosition, 20}, want{0, readPosition, 60})
+	// The requirement keeps no slice of the caller's.
+	ctx := WithToken(bg, multi)
+	multi.Others[0].LSN = 1
+	check("after the caller changed its token", ctx, want{9, readPosition, 60})
+	// Token and session combine on the read's cluster.
+	check("session and token", WithToken(WithSession(bg, s), Token{LSN: 400, SystemID: 7}),
+		want{7, readPosition, 400}, want{8, readPosition, 500})
+	// An overflowed token needs the unreachable position off its clusters.
+	check("overflowed token", WithToken(bg, Token{LSN: 50, SystemID: 7, Overflow: true}),
+		want{7, readPosition, 50}, want{8, readPosition, unreachableLSN}, want{0, readPosition, unreachableLSN})
 }
 
 func TestFallbackOr(t *testing.T) {
@@ -295,12 +159,21 @@ func TestFallbackOr(t *testing.T) {
 
 func TestHotPathAllocs(t *testing.T) {
 	s := NewSession()
-	ctx := WithMinLSN(WithSession(context.Background(), s), 5)
+	for i := range uint64(MaxClusters - 1) {
+		s.advance(LSN(i), 1, i+2)
+	}
+	tok := Token{LSN: 9, SystemID: 1, Others: []Position{{SystemID: 2, LSN: 8}, {LSN: 3}}}
+	ctx := WithToken(WithMinLSN(WithSession(context.Background(), s), 5), tok)
 	n := testing.AllocsPerRun(200, func() {
 		r := requirementFrom(ctx)
 		_, _, _ = r.decide(1)
+		_, _, _ = r.decide(MaxClusters + 1)
+		_, _, _ = r.decide(12345)
+		_, _, _ = r.decide(0)
 		s.advance(LSN(10), 1, 1)
+		s.advanceWrite(LSN(11), 1, MaxClusters)
 		_ = s.LSN()
+		_ = s.LSNFor(3)
 	})
 	if n != 0 {
 		t.Fatalf("hot path allocates %v times", n)
@@ -313,36 +186,5 @@ func BenchmarkRequirementDecide(b *testing.B) {
 	ctx := WithMinLSN(WithSession(context.WithValue(context.Background(), otherKey{}, 1), s), 5)
 	for b.Loop() {
 		_, _, _ = requirementFrom(ctx).decide(1)
-	}
-}
-
-func BenchmarkSessionAdvanceParallel(b *testing.B) {
-	s := NewSession()
-	b.RunParallel(func(pb *testing.PB) {
-		var l LSN
-		for pb.Next() {
-			l++
-			s.advance(l, 1, 1)
-		}
-	})
-}
-
-func TestSessionWriteLSN(t *testing.T) {
-	s := NewSession()
-	s.advance(100, 1, 7) // a read
-	if s.WriteLSN() != 0 || s.LSN() != 100 {
-		t.Fatalf("after a read: write %s, lsn %s", s.WriteLSN(), s.LSN())
-	}
-	s.advanceWrite(200, 1, 7)
-	s.advanceWrite(150, 1, 7) // never lowers
-	if s.WriteLSN() != 200 || s.LSN() != 200 {
-		t.Fatalf("after writes: write %s, lsn %s", s.WriteLSN(), s.LSN())
-	}
-	s.advanceWrite(300, 1, 8) // another cluster: ignored
-	if s.WriteLSN() != 200 {
-		t.Fatalf("a write on another cluster moved the session to %s", s.WriteLSN())
-	}
-	if (*Session)(nil).WriteLSN() != 0 {
-		t.Fatal("nil session")
 	}
 }

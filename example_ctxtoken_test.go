@@ -82,6 +82,28 @@ func ExampleSession() {
 	// 16/B374D848
 }
 
+// One session serves every database the application talks to: the
+// driver keeps a watermark per cluster (system identifier), and the token
+// carries them all.
+func ExampleSession_clusters() {
+	const orders, billing = 7449373393844797465, 7449373393844797999 // pg_control_system()
+	s := pgreplica.NewSession()
+	// The driver records each write for its own cluster; tokens stand in
+	// for a write to each database.
+	_ = s.Merge(pgreplica.Token{LSN: 0x16_B374D848, Timeline: 1, SystemID: orders})
+	_ = s.Merge(pgreplica.Token{LSN: 0x3_00000100, Timeline: 1, SystemID: billing})
+
+	tok, _ := pgreplica.ParseToken(s.Token()) // in another process
+	for _, p := range tok.Positions() {
+		fmt.Println(p.SystemID, p.LSN)
+	}
+	fmt.Println(tok.LSNFor(billing), s.LSNFor(orders))
+	// Output:
+	// 7449373393844797465 16/B374D848
+	// 7449373393844797999 3/100
+	// 3/100 16/B374D848
+}
+
 func ExampleTokenCodec() {
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	codec := pgreplica.TokenCodec{
@@ -121,7 +143,7 @@ func ExampleParseToken() {
 		"AQAAAAAWs3TYSAAAAAEAAAAAAAAAAA",
 		"",
 		"not a token!",
-		"AgAAAAAWs3TYSAAAAAEAAAAAAAAAAA",
+		"AwAAAAAWs3TYSAAAAAEAAAAAAAAAAA",
 		"AQAAAAAWs3TYSAAAAAEAAAAAAAAA",
 	} {
 		tok, err := pgreplica.ParseToken(in)

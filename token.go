@@ -6,21 +6,55 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 )
 
+// MaxClusters bounds the clusters a Session tracks and a Token carries, one
+// position each (plus one position whose cluster is not known). Eight is far
+// more than the databases an application usually talks to with one session
+// (a main database, a second one, a few shards), and it keeps the longest
+// token, signed and expiring, at 298 characters: well within a cookie or a
+// header. What happens past the bound is described on Session.
+const MaxClusters = 8
+
+// Position is what a read on one cluster must see: the cluster's WAL
+// position LSN.
+type Position struct {
+	// SystemID identifies the cluster (pg_control_system()'s
+	// system_identifier). 0 means the cluster was not known when the
+	// position was taken; such a position applies to every cluster,
+	// because nothing says which one it came from.
+	SystemID uint64
+	// Timeline is the highest timeline of the cluster's primary the
+	// position's session saw, for diagnostics; 0 means unknown.
+	Timeline uint32
+	// LSN is the position a read on the cluster must see.
+	LSN LSN
+}
+
 // Token is a read requirement that travels between processes: in a cookie,
-// an HTTP header, a queue message or a server-side store. It says "a read
-// must see the primary's WAL up to LSN". (*Session).Token and
-// TokenCodec.SessionToken produce one; ParseToken and TokenCodec.Decode read
-// one back; (*Session).Merge and WithToken apply it.
+// an HTTP header, a queue message or a server-side store. It holds one
+// position per cluster and says "a read on cluster X must see X's WAL up to
+// X's position" (see LSNFor). (*Session).Token and TokenCodec.SessionToken
+// produce one; ParseToken and TokenCodec.Decode read one back;
+// (*Session).Merge and WithToken apply it; Merge combines two.
+//
+// A token of a single cluster is LSN, Timeline and SystemID, as it always
+// was; a token of several clusters holds the first in those fields and the
+// others in Others. Positions lists them all. A Token holds a slice, so it
+// is not comparable with ==; use Equal.
 //
 // # Text form
 //
 // A token is base64url without padding (RFC 4648 §5: letters, digits, '-'
-// and '_'), so it needs no escaping in a URL, a cookie or a header. It is at
-// most 83 characters long; input longer than 256 characters is rejected
-// before any decoding. The decoded bytes, all integers big-endian, are:
+// and '_'), so it needs no escaping in a URL, a cookie or a header. Input
+// longer than 298 characters is rejected before any decoding. The decoded
+// bytes, all integers big-endian, are in one of two versions.
+//
+// Version 1, a single position and no overflow, at most 83 characters
+// (what every token of a single cluster still is, so readers that know
+// only version 1 keep reading them):
 //
 //	offset size field
 //	     0    1 version, 1
@@ -31,52 +65,252 @@ import (
 //	    22    8 Expires, Unix seconds, 1 to 253402300799 (only with flag 0x02)
 //	22|30    32 HMAC-SHA256 (only with flag 0x01)
 //
+// Version 2, several positions or an overflow, at most 298 characters:
+//
+//	offset size field
+//	     0    1 version, 2
+//	     1    1 flags: 0x01 signed, 0x02 has expiry, 0x04 Overflow; other
+//	            bits must be 0
+//	     2    1 n, the number of positions: 2 to MaxClusters+1, or 1 with
+//	            flag 0x04 (anything else is version 1's)
+//	     3  20n positions, each LSN (8), Timeline (4), SystemID (8) as in
+//	            version 1; the first is the Token's LSN, Timeline and
+//	            SystemID, the rest are Others in order; no two with the
+//	            same SystemID, at most MaxClusters with a SystemID other
+//	            than 0
+//	 3+20n    8 Expires, as in version 1 (only with flag 0x02)
+//	  ...    32 HMAC-SHA256 (only with flag 0x01)
+//
 // The HMAC is computed with TokenCodec.Key over the 16 bytes
 // "pgreplica-token\x00" followed by every byte before the HMAC, and is
 // verified in constant time. Every encoding is canonical: a string that
 // parses re-encodes to itself.
 //
-// # Failover rule
+// # Clusters and failovers
 //
-// The LSN of a token is honoured across timelines. A promoted standby starts
-// its new timeline at the position where it stopped replaying and continues
-// the same LSN sequence, so "replayed at least LSN" keeps its meaning after
-// a promotion: a server on the new timeline that reached the token's LSN
-// holds every write of the token's session that survived the failover. A
-// token from an older timeline is therefore never rejected; if its write was
-// lost in the failover, reads wait for (or fall back to the primary until)
-// the new timeline's WAL passes that LSN, which is conservative but correct.
-// Timeline records the highest timeline the producing session saw, for
-// diagnostics. SystemID identifies the cluster (pg_control_system()'s
-// system_identifier): LSNs of two different clusters are unrelated, so a
-// token whose SystemID differs from the cluster's (or the Session's) is
-// rejected with an error wrapping ErrBadToken when it is applied; a zero
-// SystemID on either side means unknown and matches any cluster.
+// SystemID identifies the cluster: LSNs of two different clusters are
+// unrelated, so a position applies only to reads on its own cluster, and a
+// position whose SystemID is 0 (taken before the cluster was known)
+// applies to reads on every cluster. A read whose own cluster is not known
+// must see every position of the token. See LSNFor.
+//
+// The LSN of a position is honoured across timelines. A promoted standby
+// starts its new timeline at the position where it stopped replaying and
+// continues the same LSN sequence, so "replayed at least LSN" keeps its
+// meaning after a promotion: a server on the new timeline that reached the
+// position holds every write of the token's session that survived the
+// failover. A position from an older timeline is therefore never rejected;
+// if its write was lost in the failover, reads wait for (or fall back to
+// the primary until) the new timeline's WAL passes that LSN, which is
+// conservative but correct. Timeline records the highest timeline the
+// producing session saw, for diagnostics.
 type Token struct {
-	// LSN is the WAL position a read must see.
+	// LSN is the WAL position a read on the first cluster must see.
 	LSN LSN
-	// Timeline is the highest timeline of the primary the token's session
-	// saw; 0 means unknown.
+	// Timeline is the highest timeline of the first cluster's primary the
+	// token's session saw; 0 means unknown.
 	Timeline uint32
-	// SystemID is the cluster's system identifier; 0 means unknown.
+	// SystemID is the first cluster's system identifier; 0 means unknown
+	// (the position applies to every cluster).
 	SystemID uint64
+	// Others holds the positions of the token's other clusters, in the
+	// order its session met them; nil for a token of one cluster. A
+	// position's SystemID appears once in a token, and at most MaxClusters
+	// positions have a SystemID other than 0: Encode and Merge keep that
+	// true (Encode merges repeated clusters and drops those past the
+	// bound, setting Overflow), and Decode rejects input that breaks it.
+	Others []Position
+	// Overflow says the token's session met more clusters than it could
+	// track (see Session): a read on a cluster the token has no position
+	// for must see the highest LSN, which no replica reaches, so it runs
+	// on the primary (or fails, with FallbackError).
+	Overflow bool
 	// Expires, when not zero, is when the token stops being accepted. It is
 	// carried with one-second precision (rounded down).
 	Expires time.Time
 }
 
+// unreachableLSN is the highest LSN: no server reaches it, so a read that
+// must see it falls back to the primary (or fails under FallbackError).
+const unreachableLSN = ^LSN(0)
+
+// first returns the position in t's LSN, Timeline and SystemID fields.
+func (t Token) first() Position {
+	return Position{SystemID: t.SystemID, Timeline: t.Timeline, LSN: t.LSN}
+}
+
+// Positions returns every position of t, the first (LSN, Timeline,
+// SystemID) followed by Others, in a new slice.
+func (t Token) Positions() []Position {
+	return append([]Position{t.first()}, t.Others...)
+}
+
+// LSNFor returns the position a read on the cluster with system identifier
+// sysid must see: the higher of t's position for that cluster and its
+// position with SystemID 0. Positions of other clusters do not apply; when
+// t has no position for the cluster and Overflow is set, the result is the
+// highest LSN (no replica qualifies). For sysid 0, a read whose cluster is
+// not known, it is the highest of all of t's positions (the highest LSN
+// with Overflow). It does not allocate.
+func (t Token) LSNFor(sysid uint64) LSN {
+	if sysid == 0 && t.Overflow {
+		return unreachableLSN
+	}
+	need, found := LSN(0), false
+	for i := range 1 + len(t.Others) {
+		p := t.at(i)
+		switch {
+		case p.SystemID == 0 || sysid == 0:
+			need = max(need, p.LSN)
+		case p.SystemID == sysid:
+			need, found = max(need, p.LSN), true
+		}
+	}
+	if !found && t.Overflow {
+		return unreachableLSN
+	}
+	return need
+}
+
+// at returns t's i-th position: 0 is the first, i ≥ 1 is Others[i-1].
+func (t Token) at(i int) Position {
+	if i == 0 {
+		return t.first()
+	}
+	return t.Others[i-1]
+}
+
+// Merge returns the token that requires what t and u both require, and
+// whether it requires more than t (or expires later): for each cluster the
+// position with the higher LSN (on equal LSNs t's), clusters in the order
+// t, then u, met them. Positions with a zero LSN require nothing and are
+// left out. Clusters past MaxClusters are left out with Overflow set, which
+// still protects their reads (see Token.Overflow); Overflow of either
+// token carries over. Expires becomes the later of the two, a zero Expires
+// counting as never; a token without any position does not take part.
+//
+// Merge is how the TokenStores of pgreplicahttp and redisstore combine
+// tokens. It never modifies t or u and never shares their Others.
+func (t Token) Merge(u Token) (Token, bool) {
+	var set positionSet
+	set.overflow = t.Overflow
+	set.addRequired(t)
+	tEmpty := set.n == 0 && !set.overflow
+	changed := set.addRequired(u)
+	if u.Overflow && !set.overflow {
+		set.overflow, changed = true, true
+	}
+	uEmpty := !u.Overflow && u.LSNFor(0) == 0
+	exp := t.Expires
+	switch {
+	case uEmpty:
+	case tEmpty:
+		exp = u.Expires
+	case exp.IsZero() || u.Expires.IsZero():
+		exp = time.Time{}
+	case u.Expires.After(exp):
+		exp = u.Expires
+	}
+	changed = changed || !exp.Equal(t.Expires)
+	return set.token(exp), changed
+}
+
+// Equal reports whether t and u hold the same positions in the same order,
+// the same Overflow and the same Expires (compared with time.Time.Equal).
+func (t Token) Equal(u Token) bool {
+	return t.first() == u.first() && slices.Equal(t.Others, u.Others) &&
+		t.Overflow == u.Overflow && t.Expires.Equal(u.Expires)
+}
+
+// positionSet collects positions, one per cluster, within the bound.
+type positionSet struct {
+	pos      [MaxClusters + 1]Position
+	n        int  // positions in pos
+	known    int  // of which with a SystemID
+	overflow bool // a cluster past the bound was left out
+}
+
+// add max-merges p into the set (on equal LSNs the position already there
+// stays) and reports whether the set changed. A new cluster past the
+// bound sets overflow instead.
+func (s *positionSet) add(p Position) bool {
+	for i := range s.pos[:s.n] {
+		if s.pos[i].SystemID == p.SystemID {
+			if p.LSN > s.pos[i].LSN {
+				s.pos[i] = p
+				return true
+			}
+			return false
+		}
+	}
+	if p.SystemID != 0 && s.known == MaxClusters {
+		changed := !s.overflow
+		s.overflow = true
+		return changed
+	}
+	s.pos[s.n] = p
+	s.n++
+	if p.SystemID != 0 {
+		s.known++
+	}
+	return true
+}
+
+// addRequired adds t's positions that require something (a non-zero LSN)
+// and reports whether the set changed.
+func (s *positionSet) addRequired(t Token) bool {
+	changed := false
+	if t.LSN != 0 {
+		changed = s.add(t.first())
+	}
+	for _, p := range t.Others {
+		if p.LSN != 0 && s.add(p) {
+			changed = true
+		}
+	}
+	return changed
+}
+
+// addAll adds every position of t, zero LSNs included.
+func (s *positionSet) addAll(t Token) {
+	s.add(t.first())
+	for _, p := range t.Others {
+		s.add(p)
+	}
+}
+
+// token returns the set as a Token with the given expiry.
+func (s *positionSet) token(expires time.Time) Token {
+	t := Token{Overflow: s.overflow, Expires: expires}
+	if s.n > 0 {
+		p := s.pos[0]
+		t.LSN, t.Timeline, t.SystemID = p.LSN, p.Timeline, p.SystemID
+	}
+	if s.n > 1 {
+		t.Others = slices.Clone(s.pos[1:s.n])
+	}
+	return t
+}
+
 // Token wire format; see the Token documentation.
 const (
-	tokenVersion     = 1
-	tokenFlagSigned  = 0x01
-	tokenFlagExpires = 0x02
-	tokenBaseLen     = 1 + 1 + 8 + 4 + 8 // version, flags, LSN, timeline, sysid
-	tokenExpiresLen  = 8
-	tokenMACLen      = sha256.Size
-	tokenMaxRawLen   = tokenBaseLen + tokenExpiresLen + tokenMACLen
+	tokenV1           = 1
+	tokenV2           = 2
+	tokenFlagSigned   = 0x01
+	tokenFlagExpires  = 0x02
+	tokenFlagOverflow = 0x04      // version 2 only
+	tokenPositionLen  = 8 + 4 + 8 // LSN, timeline, sysid
+	tokenV1HeadLen    = 1 + 1     // version, flags
+	tokenV2HeadLen    = 1 + 1 + 1 // version, flags, count
+	tokenMaxPositions = MaxClusters + 1
+	tokenExpiresLen   = 8
+	tokenMACLen       = sha256.Size
+	tokenV1MaxRawLen  = tokenV1HeadLen + tokenPositionLen + tokenExpiresLen + tokenMACLen
+	tokenMaxRawLen    = tokenV2HeadLen + tokenMaxPositions*tokenPositionLen + tokenExpiresLen + tokenMACLen
 
-	// maxTokenText bounds the input ParseToken and Decode look at.
-	maxTokenText = 256
+	// maxTokenText bounds the input ParseToken and Decode look at: the
+	// text form of the longest token (base64 without padding).
+	maxTokenText = (tokenMaxRawLen*4 + 2) / 3
 	// maxTokenExpiry is 9999-12-31T23:59:59Z, the last second time.Time
 	// formats and round-trips without surprises.
 	maxTokenExpiry = 253402300799
@@ -90,16 +324,17 @@ var tokenEncoding = base64.RawURLEncoding.Strict()
 // Token errors. Each wraps ErrBadToken with a short reason and never quotes
 // the input, which may be attacker-controlled.
 var (
-	errTokenEmpty        = fmt.Errorf("%w: empty", ErrBadToken)
-	errTokenOversized    = fmt.Errorf("%w: oversized (more than %d characters)", ErrBadToken, maxTokenText)
-	errTokenGarbled      = fmt.Errorf("%w: garbled", ErrBadToken)
-	errTokenTruncated    = fmt.Errorf("%w: truncated", ErrBadToken)
-	errTokenVersion      = fmt.Errorf("%w: unknown version", ErrBadToken)
-	errTokenNeedsKey     = fmt.Errorf("%w: signed token needs a key", ErrBadToken)
-	errTokenUnsigned     = fmt.Errorf("%w: unsigned token where a signature is required", ErrBadToken)
-	errTokenSignature    = fmt.Errorf("%w: bad signature", ErrBadToken)
-	errTokenExpired      = fmt.Errorf("%w: expired", ErrBadToken)
-	errTokenOtherCluster = fmt.Errorf("%w: token from a different cluster (system identifier mismatch)", ErrBadToken)
+	errTokenEmpty     = fmt.Errorf("%w: empty", ErrBadToken)
+	errTokenOversized = fmt.Errorf("%w: oversized (more than %d characters)", ErrBadToken, maxTokenText)
+	errTokenGarbled   = fmt.Errorf("%w: garbled", ErrBadToken)
+	errTokenTruncated = fmt.Errorf("%w: truncated", ErrBadToken)
+	errTokenVersion   = fmt.Errorf("%w: unknown version", ErrBadToken)
+	errTokenNeedsKey  = fmt.Errorf("%w: signed token needs a key", ErrBadToken)
+	errTokenUnsigned  = fmt.Errorf("%w: unsigned token where a signature is required", ErrBadToken)
+	errTokenSignature = fmt.Errorf("%w: bad signature", ErrBadToken)
+	errTokenExpired   = fmt.Errorf("%w: expired", ErrBadToken)
+	errTokenClusters  = fmt.Errorf("%w: more than %d clusters", ErrBadToken, MaxClusters)
+	errTokenDuplicate = fmt.Errorf("%w: a cluster appears twice", ErrBadToken)
 )
 
 // ParseToken parses an unsigned token as produced by (*Session).Token or by
@@ -162,14 +397,28 @@ func (c TokenCodec) SessionToken(s *Session) string {
 	return c.Encode(s.Snapshot())
 }
 
-// encodeToken builds the text form; key may be empty (unsigned).
+// encodeToken builds the text form; key may be empty (unsigned). It
+// encodes t's positions as a positionSet normalises them, so that every
+// Token encodes to a string that decodes.
 func encodeToken(t Token, key []byte) string {
+	var set positionSet
+	set.addAll(t)
+	overflow := t.Overflow || set.overflow
 	var buf [tokenMaxRawLen]byte
-	raw := buf[:tokenBaseLen]
-	raw[0] = tokenVersion
-	binary.BigEndian.PutUint64(raw[2:], uint64(t.LSN))
-	binary.BigEndian.PutUint32(raw[10:], t.Timeline)
-	binary.BigEndian.PutUint64(raw[14:], t.SystemID)
+	var raw []byte
+	if set.n == 1 && !overflow {
+		raw = append(buf[:0], tokenV1, 0)
+	} else {
+		raw = append(buf[:0], tokenV2, 0, byte(set.n))
+		if overflow {
+			raw[1] |= tokenFlagOverflow
+		}
+	}
+	for _, p := range set.pos[:set.n] {
+		raw = binary.BigEndian.AppendUint64(raw, uint64(p.LSN))
+		raw = binary.BigEndian.AppendUint32(raw, p.Timeline)
+		raw = binary.BigEndian.AppendUint64(raw, p.SystemID)
+	}
 	if !t.Expires.IsZero() {
 		raw[1] |= tokenFlagExpires
 		// An expiry before 1970 is as expired as one in 1970; one past
@@ -218,17 +467,39 @@ func decodeToken(s string, key []byte, now time.Time) (Token, error) {
 	if len(raw) == 0 {
 		return Token{}, errTokenGarbled
 	}
-	if raw[0] != tokenVersion {
+	version := raw[0]
+	if version != tokenV1 && version != tokenV2 {
 		return Token{}, errTokenVersion
 	}
 	if len(raw) < 2 {
 		return Token{}, errTokenTruncated
 	}
 	flags := raw[1]
-	if flags&^(tokenFlagSigned|tokenFlagExpires) != 0 {
+	known := byte(tokenFlagSigned | tokenFlagExpires)
+	if version == tokenV2 {
+		known |= tokenFlagOverflow
+	}
+	if flags&^known != 0 {
 		return Token{}, errTokenGarbled
 	}
-	want := tokenBaseLen
+	overflow := flags&tokenFlagOverflow != 0
+	head, count := tokenV1HeadLen, 1
+	if version == tokenV2 {
+		if len(raw) < tokenV2HeadLen {
+			return Token{}, errTokenTruncated
+		}
+		head, count = tokenV2HeadLen, int(raw[2])
+		switch {
+		case count > tokenMaxPositions:
+			return Token{}, errTokenClusters
+		case count == 0, count == 1 && !overflow:
+			// One position without overflow is a version 1 token:
+			// accepting it here would give it two text forms.
+			return Token{}, errTokenGarbled
+		}
+	}
+	bodyLen := head + count*tokenPositionLen
+	want := bodyLen
 	if flags&tokenFlagExpires != 0 {
 		want += tokenExpiresLen
 	}
@@ -254,22 +525,36 @@ func decodeToken(s string, key []byte, now time.Time) (Token, error) {
 			return Token{}, errTokenSignature
 		}
 	}
-	t := Token{
-		LSN:      LSN(binary.BigEndian.Uint64(raw[2:])),
-		Timeline: binary.BigEndian.Uint32(raw[10:]),
-		SystemID: binary.BigEndian.Uint64(raw[14:]),
+	var set positionSet
+	for i := range count {
+		b := raw[head+i*tokenPositionLen:]
+		p := Position{
+			LSN:      LSN(binary.BigEndian.Uint64(b)),
+			Timeline: binary.BigEndian.Uint32(b[8:]),
+			SystemID: binary.BigEndian.Uint64(b[12:]),
+		}
+		for _, q := range set.pos[:set.n] {
+			if q.SystemID == p.SystemID {
+				return Token{}, errTokenDuplicate
+			}
+		}
+		if set.add(p); set.overflow {
+			return Token{}, errTokenClusters
+		}
 	}
+	var expires time.Time
 	if flags&tokenFlagExpires != 0 {
-		sec := binary.BigEndian.Uint64(raw[tokenBaseLen:])
+		sec := binary.BigEndian.Uint64(raw[bodyLen:])
 		if sec < 1 || sec > maxTokenExpiry {
 			return Token{}, errTokenGarbled
 		}
-		t.Expires = time.Unix(int64(sec), 0).UTC()
-		if !now.Before(t.Expires) {
+		expires = time.Unix(int64(sec), 0).UTC()
+		if !now.Before(expires) {
 			return Token{}, errTokenExpired
 		}
 	}
-	return t, nil
+	set.overflow = overflow
+	return set.token(expires), nil
 }
 
 func isTokenChar(c byte) bool {

@@ -17,10 +17,33 @@ var (
 	testNow  = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	testTok  = Token{LSN: 0x16_B374D848, Timeline: 3, SystemID: 7449373393844797465}
 	fixedNow = func() time.Time { return testNow }
+	// testMulti is a token of two clusters and of positions taken before
+	// the cluster was known.
+	testMulti = Token{LSN: 0x16_B374D848, Timeline: 3, SystemID: 7449373393844797465, Others: []Position{
+		{SystemID: 7449373393844797999, Timeline: 1, LSN: 0x3_00000100},
+		{Timeline: 1, LSN: 0x42},
+	}}
 )
 
-func sameToken(a, b Token) bool {
-	return a.LSN == b.LSN && a.Timeline == b.Timeline && a.SystemID == b.SystemID && a.Expires.Equal(b.Expires)
+// fullToken returns a token of MaxClusters clusters and an unknown one:
+// the longest there is.
+func fullToken() Token {
+	t := Token{LSN: ^LSN(0), Timeline: ^uint32(0), SystemID: ^uint64(0)}
+	for i := range uint64(MaxClusters - 1) {
+		t.Others = append(t.Others, Position{SystemID: i + 1, Timeline: 2, LSN: LSN(i+1) << 40})
+	}
+	t.Others = append(t.Others, Position{Timeline: 1, LSN: 77})
+	return t
+}
+
+// v1BodyLen is the length of a version 1 token before its expiry and MAC.
+const v1BodyLen = tokenV1HeadLen + tokenPositionLen
+
+func sameToken(a, b Token) bool { return a.Equal(b) }
+
+// isZeroToken reports whether t is the zero Token, as failed decodes return.
+func isZeroToken(t Token) bool {
+	return t.Equal(Token{}) && t.Others == nil && t.Expires == (time.Time{})
 }
 
 func decodeRaw(t *testing.T, s string) []byte {
@@ -50,8 +73,8 @@ func TestTokenFormat(t *testing.T) {
 	c := TokenCodec{Key: testKey, TTL: time.Hour, Now: fixedNow}
 	s = c.Encode(testTok)
 	raw = decodeRaw(t, s)
-	if len(raw) != tokenMaxRawLen || len(s) != 83 {
-		t.Fatalf("signed expiring token: %d bytes, %d characters; want %d, 83", len(raw), len(s), tokenMaxRawLen)
+	if len(raw) != tokenV1MaxRawLen || len(s) != 83 {
+		t.Fatalf("signed expiring token: %d bytes, %d characters; want %d, 83", len(raw), len(s), tokenV1MaxRawLen)
 	}
 	if raw[0] != 1 || raw[1] != tokenFlagSigned|tokenFlagExpires {
 		t.Fatalf("header %x", raw[:2])
@@ -81,15 +104,32 @@ func TestTokenRoundTrip(t *testing.T) {
 		"signed+expires kept": {Key: testKey, Now: fixedNow},
 	}
 	for name, c := range codecs {
-		in := testTok
+		for _, in := range []Token{testTok, testMulti, {LSN: 9, SystemID: 3, Overflow: true}, fullToken()} {
+			roundTrip(t, name, c, in, exp)
+		}
+	}
+	for _, tok := range []Token{{}, {LSN: ^LSN(0), Timeline: ^uint32(0), SystemID: ^uint64(0)}, {Others: []Position{{SystemID: 5, LSN: 1}}}} {
+		got, err := ParseToken(TokenCodec{}.Encode(tok))
+		if err != nil || !sameToken(got, tok) {
+			t.Errorf("ParseToken(Encode(%+v)) = %+v, %v", tok, got, err)
+		}
+	}
+}
+
+func roundTrip(t *testing.T, name string, c TokenCodec, in Token, exp time.Time) {
+	t.Helper()
+	{
 		if name == "signed+expires kept" {
 			in.Expires = exp.Add(123 * time.Millisecond) // rounded down
 		}
 		s := c.Encode(in)
+		if len(s) > maxTokenText {
+			t.Errorf("%s: %d characters", name, len(s))
+		}
 		got, err := c.Decode(s)
 		if err != nil {
 			t.Errorf("%s: Decode: %v", name, err)
-			continue
+			return
 		}
 		want := in
 		switch {
@@ -108,11 +148,196 @@ func TestTokenRoundTrip(t *testing.T) {
 			t.Errorf("%s: re-encoding gives %q, want %q", name, again, s)
 		}
 	}
-	for _, tok := range []Token{{}, {LSN: ^LSN(0), Timeline: ^uint32(0), SystemID: ^uint64(0)}} {
-		got, err := ParseToken(TokenCodec{}.Encode(tok))
-		if err != nil || !sameToken(got, tok) {
-			t.Errorf("ParseToken(Encode(%+v)) = %+v, %v", tok, got, err)
+}
+
+func TestTokenFormatV2(t *testing.T) {
+	s := TokenCodec{}.Encode(testMulti)
+	raw := decodeRaw(t, s)
+	want := []byte{2, 0, 3}
+	for _, p := range testMulti.Positions() {
+		want = binary.BigEndian.AppendUint64(want, uint64(p.LSN))
+		want = binary.BigEndian.AppendUint32(want, p.Timeline)
+		want = binary.BigEndian.AppendUint64(want, p.SystemID)
+	}
+	if !bytes.Equal(raw, want) {
+		t.Fatalf("unsigned version 2 token bytes\n got %x\nwant %x", raw, want)
+	}
+	// The first 22 bytes after the count are a version 1 token's.
+	v1 := decodeRaw(t, TokenCodec{}.Encode(testTok))
+	if !bytes.Equal(raw[3:3+tokenPositionLen], v1[2:]) {
+		t.Fatal("a version 2 position is not laid out as in version 1")
+	}
+
+	over := testMulti
+	over.Overflow = true
+	c := TokenCodec{Key: testKey, TTL: time.Hour, Now: fixedNow}
+	raw = decodeRaw(t, c.Encode(over))
+	if raw[0] != 2 || raw[1] != tokenFlagSigned|tokenFlagExpires|tokenFlagOverflow || raw[2] != 3 {
+		t.Fatalf("header %x", raw[:3])
+	}
+	body := 3 + 3*tokenPositionLen
+	if len(raw) != body+8+32 {
+		t.Fatalf("%d bytes", len(raw))
+	}
+	if exp := int64(binary.BigEndian.Uint64(raw[body:])); exp != testNow.Add(time.Hour).Unix() {
+		t.Fatalf("expiry %d", exp)
+	}
+	m := hmac.New(sha256.New, testKey)
+	m.Write([]byte("pgreplica-token\x00"))
+	m.Write(raw[:body+8])
+	if !bytes.Equal(m.Sum(nil), raw[body+8:]) {
+		t.Fatalf("MAC is not HMAC-SHA256(key, domain || body)")
+	}
+
+	// The longest token is exactly the text bound.
+	full := c.Encode(fullToken())
+	if maxTokenText != 298 || len(full) != maxTokenText || len(decodeRaw(t, full)) != tokenMaxRawLen {
+		t.Fatalf("longest token: %d characters, bound %d", len(full), maxTokenText)
+	}
+
+	// One position with overflow is a version 2 token of one position.
+	raw = decodeRaw(t, TokenCodec{}.Encode(Token{LSN: 1, SystemID: 2, Overflow: true}))
+	if raw[0] != 2 || raw[1] != tokenFlagOverflow || raw[2] != 1 || len(raw) != 3+tokenPositionLen {
+		t.Fatalf("single position with overflow: %x", raw)
+	}
+}
+
+// TestTokenV1Compatibility: tokens written by version 1 encoders (in
+// cookies and stores today) still parse, and a single cluster still
+// encodes to them.
+func TestTokenV1Compatibility(t *testing.T) {
+	exp := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		in    string
+		codec TokenCodec
+		want  Token
+	}{
+		{"AQAAAAAWs3TYSAAAAANnYX2iG12AGQ", TokenCodec{}, testTok},
+		{"AQMAAAAWs3TYSAAAAANnYX2iG12AGQAAAABw3VUl9UiwR3OjTo6oCHqyQuihwTzBijeMd3qmxNWSzy6NC6Y",
+			TokenCodec{Key: testKey, Now: fixedNow},
+			Token{LSN: testTok.LSN, Timeline: 3, SystemID: testTok.SystemID, Expires: exp}},
+	} {
+		got, err := c.codec.Decode(c.in)
+		if err != nil || !sameToken(got, c.want) {
+			t.Errorf("Decode(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
 		}
+		if again := c.codec.Encode(got); again != c.in {
+			t.Errorf("re-encoding %+v gives %q, want %q", got, again, c.in)
+		}
+	}
+}
+
+// TestTokenEncodeNormalizes: a Token built by hand with a cluster twice or
+// too many clusters still encodes to a token that decodes, and that
+// requires at least as much on every cluster.
+func TestTokenEncodeNormalizes(t *testing.T) {
+	dup := Token{LSN: 5, SystemID: 1, Others: []Position{{SystemID: 2, LSN: 7}, {SystemID: 1, Timeline: 4, LSN: 9}, {SystemID: 1, LSN: 3}}}
+	got, err := ParseToken(TokenCodec{}.Encode(dup))
+	want := Token{LSN: 9, Timeline: 4, SystemID: 1, Others: []Position{{SystemID: 2, LSN: 7}}}
+	if err != nil || !sameToken(got, want) {
+		t.Fatalf("duplicates: %+v, %v; want %+v", got, err, want)
+	}
+
+	many := Token{LSN: 1, SystemID: 1}
+	for i := range uint64(MaxClusters + 2) {
+		many.Others = append(many.Others, Position{SystemID: i + 2, LSN: LSN(i + 2)})
+	}
+	many.Others = append(many.Others, Position{LSN: 3})
+	got, err = ParseToken(TokenCodec{}.Encode(many))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Overflow || len(got.Positions()) != MaxClusters+1 {
+		t.Fatalf("too many clusters: %+v", got)
+	}
+	for _, p := range many.Positions() {
+		if got.LSNFor(p.SystemID) < p.LSN {
+			t.Errorf("cluster %d needs %v after encoding, %v before", p.SystemID, got.LSNFor(p.SystemID), p.LSN)
+		}
+	}
+	if got.LSNFor(MaxClusters) != MaxClusters || got.LSNFor(MaxClusters+1) != unreachableLSN {
+		t.Fatalf("kept the wrong clusters: %+v", got)
+	}
+}
+
+func TestTokenLSNFor(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		tok   Token
+		sysid uint64
+		want  LSN
+	}{
+		{"zero token", Token{}, 5, 0},
+		{"own cluster", Token{LSN: 10, SystemID: 5}, 5, 10},
+		{"other cluster", Token{LSN: 10, SystemID: 5}, 6, 0},
+		{"unknown read cluster", Token{LSN: 10, SystemID: 5}, 0, 10},
+		{"unknown token cluster", Token{LSN: 10}, 6, 10},
+		{"multi: first", testMulti, testMulti.SystemID, testMulti.LSN},
+		{"multi: second", testMulti, 7449373393844797999, 0x3_00000100},
+		{"multi: unknown applies", testMulti, 1, 0x42},
+		{"multi: unknown read cluster", testMulti, 0, testMulti.LSN},
+		{"unknown above own", Token{LSN: 10, SystemID: 5, Others: []Position{{LSN: 20}}}, 5, 20},
+		{"overflow: tracked", Token{LSN: 10, SystemID: 5, Overflow: true}, 5, 10},
+		{"overflow: untracked", Token{LSN: 10, SystemID: 5, Overflow: true}, 6, unreachableLSN},
+		{"overflow: unknown read cluster", Token{LSN: 10, SystemID: 5, Overflow: true}, 0, unreachableLSN},
+	} {
+		if got := c.tok.LSNFor(c.sysid); got != c.want {
+			t.Errorf("%s: LSNFor(%d) = %v, want %v", c.name, c.sysid, got, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = testMulti.LSNFor(1) }); n != 0 {
+		t.Errorf("LSNFor allocates %v times", n)
+	}
+}
+
+func TestTokenMerge(t *testing.T) {
+	const a, b, c = 0xA, 0xB, 0xC
+	t1 := testNow.Add(time.Minute)
+	t2 := testNow.Add(time.Hour)
+	for _, tc := range []struct {
+		name    string
+		t, u    Token
+		want    Token
+		changed bool
+	}{
+		{"into empty", Token{}, Token{LSN: 5, SystemID: a}, Token{LSN: 5, SystemID: a}, true},
+		{"empty into", Token{LSN: 5, SystemID: a}, Token{}, Token{LSN: 5, SystemID: a}, false},
+		{"higher wins", Token{LSN: 5, SystemID: a}, Token{LSN: 6, Timeline: 2, SystemID: a}, Token{LSN: 6, Timeline: 2, SystemID: a}, true},
+		{"lower loses", Token{LSN: 5, SystemID: a}, Token{LSN: 4, Timeline: 2, SystemID: a}, Token{LSN: 5, SystemID: a}, false},
+		{"tie keeps t", Token{LSN: 5, Timeline: 1, SystemID: a}, Token{LSN: 5, Timeline: 2, SystemID: a}, Token{LSN: 5, Timeline: 1, SystemID: a}, false},
+		{"per cluster", Token{LSN: 5, SystemID: a, Others: []Position{{SystemID: b, LSN: 9}}},
+			Token{LSN: 3, SystemID: b, Others: []Position{{SystemID: a, LSN: 1}, {SystemID: c, LSN: 2}, {LSN: 4}}},
+			Token{LSN: 5, SystemID: a, Others: []Position{{SystemID: b, LSN: 9}, {SystemID: c, LSN: 2}, {LSN: 4}}}, true},
+		{"zero LSNs left out", Token{SystemID: a, Others: []Position{{SystemID: b, LSN: 9}}}, Token{SystemID: c},
+			Token{LSN: 9, SystemID: b}, false},
+		{"overflow carries", Token{LSN: 5, SystemID: a}, Token{Overflow: true}, Token{LSN: 5, SystemID: a, Overflow: true}, true},
+		{"overflow kept", Token{LSN: 5, SystemID: a, Overflow: true}, Token{LSN: 1, SystemID: a}, Token{LSN: 5, SystemID: a, Overflow: true}, false},
+		{"later expiry", Token{LSN: 5, SystemID: a, Expires: t1}, Token{LSN: 1, SystemID: a, Expires: t2}, Token{LSN: 5, SystemID: a, Expires: t2}, true},
+		{"earlier expiry", Token{LSN: 5, SystemID: a, Expires: t2}, Token{LSN: 6, SystemID: a, Expires: t1}, Token{LSN: 6, SystemID: a, Expires: t2}, true},
+		{"no expiry wins", Token{LSN: 5, SystemID: a, Expires: t1}, Token{LSN: 1, SystemID: b}, Token{LSN: 5, SystemID: a, Others: []Position{{SystemID: b, LSN: 1}}}, true},
+		{"empty token does not extend", Token{LSN: 5, SystemID: a, Expires: t1}, Token{Expires: t2}, Token{LSN: 5, SystemID: a, Expires: t1}, false},
+		{"into an empty token with expiry", Token{Expires: t2}, Token{LSN: 5, SystemID: a, Expires: t1}, Token{LSN: 5, SystemID: a, Expires: t1}, true},
+	} {
+		got, changed := tc.t.Merge(tc.u)
+		if !sameToken(got, tc.want) || changed != tc.changed {
+			t.Errorf("%s: %+v, %v; want %+v, %v", tc.name, got, changed, tc.want, tc.changed)
+		}
+	}
+
+	// Past the bound: the first clusters stay, the others overflow.
+	full := fullToken()
+	got, changed := full.Merge(Token{LSN: 1, SystemID: 999})
+	if !changed || !got.Overflow || len(got.Positions()) != MaxClusters+1 || got.LSNFor(999) != unreachableLSN {
+		t.Fatalf("merge past the bound: %+v, %v", got, changed)
+	}
+	if _, changed := got.Merge(Token{LSN: 2, SystemID: 1000}); changed {
+		t.Fatal("a second cluster past the bound changed an overflowed token")
+	}
+	// Merge shares no slice with its operands.
+	m, _ := testMulti.Merge(Token{})
+	m.Others[0].LSN = 1
+	if testMulti.Others[0].LSN == 1 {
+		t.Fatal("Merge returned t's Others")
 	}
 }
 
@@ -134,12 +359,51 @@ func TestTokenRejects(t *testing.T) {
 	later := TokenCodec{Now: func() time.Time { return testNow.Add(time.Minute) }}
 	laterSigned := TokenCodec{Key: testKey, TTL: time.Minute, Now: fixedNow}.Encode(testTok)
 
+	multi := TokenCodec{}.Encode(testMulti)
+	multiSigned := signer.Encode(testMulti)
+	v2 := func(flags byte, ps ...Position) []byte { // a version 2 body as given
+		b := []byte{2, flags, byte(len(ps))}
+		for _, p := range ps {
+			b = binary.BigEndian.AppendUint64(b, uint64(p.LSN))
+			b = binary.BigEndian.AppendUint32(b, p.Timeline)
+			b = binary.BigEndian.AppendUint64(b, p.SystemID)
+		}
+		return b
+	}
+	nine := make([]Position, MaxClusters+1)
+	for i := range nine {
+		nine[i] = Position{SystemID: uint64(i + 1), LSN: 1}
+	}
+	ten := append(append([]Position(nil), nine...), Position{LSN: 1})
+
 	cases := []struct {
 		name  string
 		codec TokenCodec
 		in    string
 		why   error
 	}{
+		{"v2: header only", TokenCodec{}, reencode([]byte{2, 0}), errTokenTruncated},
+		{"v2: no positions", TokenCodec{}, reencode(v2(0)), errTokenGarbled},
+		{"v2: one position without overflow", TokenCodec{}, reencode(v2(0, Position{SystemID: 1, LSN: 1})), errTokenGarbled},
+		{"v2: count past the bound", TokenCodec{}, reencode(v2(0, ten...)), errTokenClusters},
+		{"v2: count 255", TokenCodec{}, reencode([]byte{2, 0, 255}), errTokenClusters},
+		{"v2: more known clusters than the bound", TokenCodec{}, reencode(v2(0, nine...)), errTokenClusters},
+		{"v2: a cluster twice", TokenCodec{}, reencode(v2(0, Position{SystemID: 1, LSN: 1}, Position{SystemID: 2}, Position{SystemID: 1, LSN: 2})), errTokenDuplicate},
+		{"v2: unknown cluster twice", TokenCodec{}, reencode(v2(0, Position{LSN: 1}, Position{LSN: 2})), errTokenDuplicate},
+		{"v2: a cluster twice, signed", signer, reencode(resign(v2(tokenFlagSigned, Position{SystemID: 1, LSN: 1}, Position{SystemID: 1, LSN: 2}))), errTokenDuplicate},
+		{"v2: count says more", TokenCodec{}, withRaw(multi, func(b []byte) []byte { b[2]++; return b }), errTokenTruncated},
+		{"v2: count says fewer", TokenCodec{}, withRaw(multi, func(b []byte) []byte { b[2]--; return b }), errTokenGarbled},
+		{"v2: truncated", TokenCodec{}, withRaw(multi, func(b []byte) []byte { return b[:len(b)-1] }), errTokenTruncated},
+		{"v2: trailing byte", TokenCodec{}, withRaw(multi, func(b []byte) []byte { return append(b, 0) }), errTokenGarbled},
+		{"v2: unknown flag", TokenCodec{}, flip(multi, 1, 0x08), errTokenGarbled},
+		{"v1: overflow flag", TokenCodec{}, flip(unsigned, 1, tokenFlagOverflow), errTokenGarbled},
+		{"v2: flipped position bit", signer, flip(multiSigned, 3+tokenPositionLen+19, 1), errTokenSignature},
+		{"v2: flipped count", signer, flip(multiSigned, 2, 4), errTokenTruncated},
+		{"v2: overflow flag added", signer, flip(multiSigned, 1, tokenFlagOverflow), errTokenSignature},
+		{"v2: signed without key", TokenCodec{}, multiSigned, errTokenNeedsKey},
+		{"v2: unsigned with key", signer, multi, errTokenUnsigned},
+		{"v2: expired", later, TokenCodec{TTL: time.Minute, Now: fixedNow}.Encode(testMulti), errTokenExpired},
+		{"v2: oversized", signer, TokenCodec{Key: testKey, TTL: time.Hour, Now: fixedNow}.Encode(fullToken()) + "A", errTokenOversized},
 		{"empty", TokenCodec{}, "", errTokenEmpty},
 		{"oversized", TokenCodec{}, strings.Repeat("A", maxTokenText+1), errTokenOversized},
 		{"oversized garbage", signer, strings.Repeat("\xff", 1<<20), errTokenOversized},
@@ -150,28 +414,28 @@ func TestTokenRejects(t *testing.T) {
 		{"one char", TokenCodec{}, "A", errTokenGarbled},
 		{"non-canonical tail bits", TokenCodec{}, unsigned[:len(unsigned)-1] + "B", errTokenGarbled},
 		{"version 0", TokenCodec{}, flip(unsigned, 0, 1), errTokenVersion},
-		{"version 2", TokenCodec{}, withRaw(unsigned, func(b []byte) []byte { b[0] = 2; return b }), errTokenVersion},
+		{"version 3", TokenCodec{}, withRaw(unsigned, func(b []byte) []byte { b[0] = 3; return b }), errTokenVersion},
 		{"version 255 short", TokenCodec{}, reencode([]byte{255}), errTokenVersion},
 		{"version only", TokenCodec{}, reencode([]byte{1}), errTokenTruncated},
 		{"unknown flag", TokenCodec{}, flip(unsigned, 1, 0x80), errTokenGarbled},
 		{"truncated", TokenCodec{}, withRaw(unsigned, func(b []byte) []byte { return b[:len(b)-1] }), errTokenTruncated},
 		{"truncated signed", signer, withRaw(signed, func(b []byte) []byte { return b[:len(b)-1] }), errTokenTruncated},
-		{"signature dropped, flag kept", signer, withRaw(signed, func(b []byte) []byte { return b[:tokenBaseLen] }), errTokenTruncated},
+		{"signature dropped, flag kept", signer, withRaw(signed, func(b []byte) []byte { return b[:v1BodyLen] }), errTokenTruncated},
 		{"trailing byte", TokenCodec{}, withRaw(unsigned, func(b []byte) []byte { return append(b, 0) }), errTokenGarbled},
 		{"signed without key", TokenCodec{}, signed, errTokenNeedsKey},
 		{"unsigned with key", signer, unsigned, errTokenUnsigned},
-		{"signature stripped", signer, withRaw(signed, func(b []byte) []byte { b[1] &^= tokenFlagSigned; return b[:tokenBaseLen] }), errTokenUnsigned},
+		{"signature stripped", signer, withRaw(signed, func(b []byte) []byte { b[1] &^= tokenFlagSigned; return b[:v1BodyLen] }), errTokenUnsigned},
 		{"flipped LSN bit", signer, flip(signed, 9, 1), errTokenSignature},
 		{"flipped timeline bit", signer, flip(signed, 13, 0x10), errTokenSignature},
 		{"flipped sysid bit", signer, flip(signed, 21, 0x80), errTokenSignature},
-		{"flipped MAC bit", signer, flip(signed, tokenBaseLen+5, 4), errTokenSignature},
+		{"flipped MAC bit", signer, flip(signed, v1BodyLen+5, 4), errTokenSignature},
 		{"other key", TokenCodec{Key: []byte("another key, as long as the first"), Now: fixedNow}, signed, errTokenSignature},
 		{"forged zero MAC", signer, withRaw(signed, func(b []byte) []byte {
-			clear(b[tokenBaseLen:])
+			clear(b[v1BodyLen:])
 			return b
 		}), errTokenSignature},
 		{"MAC without the domain prefix", signer, withRaw(signed, func(b []byte) []byte {
-			body := b[:tokenBaseLen]
+			body := b[:v1BodyLen]
 			m := hmac.New(sha256.New, testKey)
 			m.Write(body)
 			return m.Sum(body)
@@ -184,7 +448,7 @@ func TestTokenRejects(t *testing.T) {
 			return append(b, make([]byte, 8)...)
 		}), errTokenGarbled},
 		{"expiry past 9999 (signed)", signer, withRaw(signed, func(b []byte) []byte {
-			b = b[:tokenBaseLen]
+			b = b[:v1BodyLen]
 			b[1] |= tokenFlagExpires
 			b = binary.BigEndian.AppendUint64(b, maxTokenExpiry+1)
 			return resign(b)
@@ -206,7 +470,7 @@ func TestTokenRejects(t *testing.T) {
 		if !errors.Is(err, c.why) {
 			t.Errorf("%s: error %q, want %q", c.name, err, c.why)
 		}
-		if got != (Token{}) {
+		if !isZeroToken(got) {
 			t.Errorf("%s: failed Decode returned %+v", c.name, got)
 		}
 		if len(c.in) > 2 && strings.Contains(err.Error(), c.in) {
@@ -243,7 +507,7 @@ func TestParseTokenExpiry(t *testing.T) {
 
 func TestTokenErrorsAreShort(t *testing.T) {
 	for _, err := range []error{errTokenEmpty, errTokenOversized, errTokenGarbled, errTokenTruncated, errTokenVersion,
-		errTokenNeedsKey, errTokenUnsigned, errTokenSignature, errTokenExpired, errTokenOtherCluster} {
+		errTokenNeedsKey, errTokenUnsigned, errTokenSignature, errTokenExpired, errTokenClusters, errTokenDuplicate} {
 		if !errors.Is(err, ErrBadToken) || !strings.HasPrefix(err.Error(), ErrBadToken.Error()+": ") {
 			t.Errorf("%q does not wrap ErrBadToken with a reason", err)
 		}
@@ -266,7 +530,7 @@ func TestSessionTokenCodec(t *testing.T) {
 		t.Fatalf("ParseToken(signed) error %v", err)
 	}
 	var nilSession *Session
-	if tok, err := ParseToken(nilSession.Token()); err != nil || tok != (Token{}) {
+	if tok, err := ParseToken(nilSession.Token()); err != nil || !isZeroToken(tok) {
 		t.Fatalf("nil session token = %+v, %v", tok, err)
 	}
 }
@@ -275,6 +539,10 @@ func TestParseTokenAllocs(t *testing.T) {
 	s := TokenCodec{}.Encode(testTok)
 	if n := testing.AllocsPerRun(100, func() { _, _ = ParseToken(s) }); n > 1 {
 		t.Errorf("ParseToken allocates %v times", n)
+	}
+	multi := TokenCodec{}.Encode(testMulti)
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseToken(multi) }); n > 2 {
+		t.Errorf("ParseToken of a version 2 token allocates %v times", n)
 	}
 	long := strings.Repeat("A", 10_000)
 	if n := testing.AllocsPerRun(100, func() { _, _ = ParseToken(long) }); n != 0 {
@@ -289,6 +557,13 @@ func FuzzParseToken(f *testing.F) {
 	f.Add(TokenCodec{TTL: time.Hour}.Encode(testTok))
 	f.Add(codec.Encode(testTok))
 	f.Add(TokenCodec{Key: testKey, TTL: time.Hour, Now: fixedNow}.Encode(testTok))
+	f.Add(TokenCodec{}.Encode(testMulti))
+	f.Add(TokenCodec{}.Encode(fullToken()))
+	f.Add(TokenCodec{}.Encode(Token{LSN: 1, Overflow: true}))
+	f.Add(codec.Encode(testMulti))
+	f.Add(TokenCodec{Key: testKey, TTL: time.Hour, Now: fixedNow}.Encode(fullToken()))
+	f.Add("AgA")
+	f.Add("AgAC")
 	f.Add("")
 	f.Add("AQ")
 	f.Add("AQA")
@@ -307,7 +582,7 @@ func FuzzParseToken(f *testing.F) {
 				if !errors.Is(err, ErrBadToken) {
 					t.Fatalf("%s(%q) error %v does not wrap ErrBadToken", c.name, s, err)
 				}
-				if tok != (Token{}) {
+				if !isZeroToken(tok) {
 					t.Fatalf("%s(%q) failed but returned %+v", c.name, s, tok)
 				}
 				if len(s) > 3 && strings.Contains(err.Error(), s) {
@@ -339,8 +614,8 @@ func FuzzTokenEncodeDecode(f *testing.F) {
 			c.Key = testKey
 		}
 		s := c.Encode(in)
-		if len(s) > 83 || len(s) > maxTokenText {
-			t.Fatalf("token of %d characters", len(s))
+		if len(s) > 83 {
+			t.Fatalf("single-cluster token of %d characters", len(s))
 		}
 		got, err := c.Decode(s)
 		switch {
@@ -354,6 +629,67 @@ func FuzzTokenEncodeDecode(f *testing.F) {
 			t.Fatalf("round trip %+v -> %+v", in, got)
 		case exp != 0 && got.Expires.Unix() != min(exp, maxTokenExpiry):
 			t.Fatalf("expiry %d -> %v", exp, got.Expires)
+		}
+	})
+}
+
+// FuzzTokenPositions encodes tokens of any positions (clusters repeated,
+// more than the bound, zero system identifiers) and decodes them: the
+// result decodes, re-encodes to the same string, stays within the text
+// bound and requires at least what the input did on every cluster.
+func FuzzTokenPositions(f *testing.F) {
+	f.Add([]byte{}, int64(0), false, false)
+	f.Add(bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, 3), int64(0), true, false)
+	f.Add(bytes.Repeat([]byte{0, 0, 0, 0, 0, 0, 0, 9}, 40), testNow.Add(time.Hour).Unix(), true, true)
+	f.Add(make([]byte, 20*12), int64(maxTokenExpiry), false, true)
+	f.Fuzz(func(t *testing.T, data []byte, exp int64, signed, overflow bool) {
+		// Small system identifiers so that clusters repeat.
+		var ps []Position
+		for len(data) >= 13 && len(ps) < 3*MaxClusters {
+			ps = append(ps, Position{LSN: LSN(binary.BigEndian.Uint64(data)), Timeline: binary.BigEndian.Uint32(data[8:]), SystemID: uint64(data[12] % 12)})
+			data = data[13:]
+		}
+		in := Token{Overflow: overflow}
+		if len(ps) > 0 {
+			in.LSN, in.Timeline, in.SystemID = ps[0].LSN, ps[0].Timeline, ps[0].SystemID
+			in.Others = ps[1:]
+		}
+		if exp != 0 {
+			in.Expires = time.Unix(exp, 0)
+		}
+		c := TokenCodec{Now: fixedNow}
+		if signed {
+			c.Key = testKey
+		}
+		s := c.Encode(in)
+		if len(s) > maxTokenText {
+			t.Fatalf("token of %d characters", len(s))
+		}
+		got, err := c.Decode(s)
+		switch {
+		case exp != 0 && min(max(exp, 1), maxTokenExpiry) <= testNow.Unix():
+			if !errors.Is(err, errTokenExpired) {
+				t.Fatalf("expired token: %+v, %v", got, err)
+			}
+			return
+		case err != nil:
+			t.Fatalf("Decode(Encode(%+v)): %v", in, err)
+		}
+		if again := c.Encode(got); again != s {
+			t.Fatalf("%+v re-encodes to %q, want %q", got, again, s)
+		}
+		if got.Overflow != (overflow || got.Overflow) || len(got.Positions()) > MaxClusters+1 {
+			t.Fatalf("%+v from %+v", got, in)
+		}
+		for _, p := range in.Positions() {
+			if got.LSNFor(p.SystemID) < p.LSN {
+				t.Fatalf("cluster %d needs %v after the round trip, %v before", p.SystemID, got.LSNFor(p.SystemID), p.LSN)
+			}
+		}
+		for sysid := range uint64(13) {
+			if got.LSNFor(sysid) < in.LSNFor(sysid) {
+				t.Fatalf("LSNFor(%d) fell from %v to %v", sysid, in.LSNFor(sysid), got.LSNFor(sysid))
+			}
 		}
 	})
 }

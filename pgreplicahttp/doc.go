@@ -76,10 +76,10 @@
 //
 // # When the token is written back
 //
-// When the request wrote through the session (Session.WriteLSN rose),
-// whatever its method, so pages that wrote nothing set no cookie. The
-// driver also advances a session after replica reads (monotonic reads),
-// which on a busy cluster is nearly every read; by default
+// When the request wrote through the session (Session.WriteCount rose), on
+// any cluster, whatever its method, so pages that wrote nothing set no
+// cookie. The driver also advances a session after replica reads
+// (monotonic reads), which on a busy cluster is nearly every read; by default
 // (WriteBackUnsafe) such read-only advances are written back only by
 // requests with an unsafe method (POST, PUT, PATCH, DELETE, ...), so a GET
 // that only read sets no cookie. WriteBackAlways writes them back on every
@@ -105,6 +105,14 @@
 // for several) and Options.StoreKey (the authenticated user's id): every
 // request of the user then starts from the highest token any of them
 // stored, on whichever instance it lands.
+//
+// # Several databases
+//
+// One session serves every database (cluster) the handlers use: the
+// driver keeps a watermark per cluster, the token carries them all, and
+// the stores merge them per cluster (pgreplica.Token.Merge), so a write to
+// a second database or another shard is as safe as one to the main
+// database. See pgreplica.Session for the bound on clusters.
 //
 // For queue messages and background jobs see the sibling package
 // pgreplicajob.

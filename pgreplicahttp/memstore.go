@@ -67,8 +67,8 @@ func (m *MemoryStore) Get(ctx context.Context, key string) (pgreplica.Token, boo
 	return e.tok, true, nil
 }
 
-// Put implements TokenStore with max-merge semantics under one mutex. It
-// never fails.
+// Put implements TokenStore with per-cluster max-merge semantics under one
+// mutex. It never fails.
 func (m *MemoryStore) Put(ctx context.Context, key string, tok pgreplica.Token, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -78,7 +78,11 @@ func (m *MemoryStore) Put(ctx context.Context, key string, tok pgreplica.Token, 
 	defer m.mu.Unlock()
 	m.dropExpired(now)
 	e, ok := m.entries[key]
-	won := !ok || replaces(e.tok, tok)
+	var stored pgreplica.Token
+	if ok {
+		stored = e.tok
+	}
+	tok, won := merged(stored, ok, tok, now)
 	if !ok {
 		if len(m.entries) >= m.max {
 			m.evictOne()

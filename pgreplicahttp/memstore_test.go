@@ -205,3 +205,44 @@ func TestMemoryStoreCancelled(t *testing.T) {
 		t.Fatal("Get on a cancelled context succeeded")
 	}
 }
+
+// TestMemoryStorePerCluster: the store max-merges per cluster, so a write
+// on one cluster never drops another cluster's position, whichever LSN is
+// higher.
+func TestMemoryStorePerCluster(t *testing.T) {
+	const a, b, c = 0xA, 0xB, 0xC
+	m, clk := newTestStore(0)
+	get := func() pgreplica.Token {
+		t.Helper()
+		tok, ok, err := m.Get(context.Background(), "k")
+		if err != nil || !ok {
+			t.Fatalf("Get: %v %v", ok, err)
+		}
+		return tok
+	}
+	mustPut(t, m, "k", pgreplica.Token{LSN: 0x5_00000000, SystemID: a}, time.Minute)
+	mustPut(t, m, "k", pgreplica.Token{LSN: 0x100, SystemID: b}, time.Minute) // far lower, other cluster
+	want := pgreplica.Token{LSN: 0x5_00000000, SystemID: a, Others: []pgreplica.Position{{SystemID: b, LSN: 0x100}}}
+	if got := get(); !got.Equal(want) {
+		t.Fatalf("after writes on a then b: %+v, want %+v", got, want)
+	}
+	// A token of both clusters raises one and leaves the other.
+	mustPut(t, m, "k", pgreplica.Token{LSN: 0x4_00000000, SystemID: a, Others: []pgreplica.Position{{SystemID: b, LSN: 0x200}, {SystemID: c, LSN: 1}}}, time.Minute)
+	want = pgreplica.Token{LSN: 0x5_00000000, SystemID: a, Others: []pgreplica.Position{{SystemID: b, LSN: 0x200}, {SystemID: c, LSN: 1}}}
+	if got := get(); !got.Equal(want) {
+		t.Fatalf("after a multi-cluster Put: %+v, want %+v", got, want)
+	}
+	// A Put that adds nothing keeps the stored TTL when it asks for none.
+	mustPut(t, m, "k", pgreplica.Token{LSN: 0x100, SystemID: b}, 0)
+	clk.Add(2 * time.Minute)
+	if _, ok, _ := m.Get(context.Background(), "k"); ok {
+		t.Fatal("a Put that changed nothing removed the TTL")
+	}
+	// A stored token past its own Expires is replaced, not merged.
+	mustPut(t, m, "e", pgreplica.Token{LSN: 9, SystemID: a, Expires: clk.Now().Add(time.Second)}, time.Hour)
+	clk.Add(time.Second)
+	mustPut(t, m, "e", pgreplica.Token{LSN: 1, SystemID: b}, time.Hour)
+	if tok, ok, _ := m.Get(context.Background(), "e"); !ok || !tok.Equal(pgreplica.Token{LSN: 1, SystemID: b}) {
+		t.Fatalf("Put over an expired token: %+v %v", tok, ok)
+	}
+}

@@ -56,14 +56,16 @@ type exchange struct {
 	w       http.ResponseWriter // the server's writer
 	session *pgreplica.Session
 
-	start pgreplica.LSN // the watermark the client brought
-	// startWrite is the session's write position when the handler began.
-	startWrite pgreplica.LSN
-	writeBack  bool // the policy lets this request write back
-	badCookie  bool // delete the client's cookie unless replaced
+	// start holds the watermarks the client and the store brought, one
+	// per cluster.
+	start pgreplica.Token
+	// startWrites is the session's WriteCount when the handler began.
+	startWrites uint64
+	writeBack   bool // the policy lets this request write back
+	badCookie   bool // delete the client's cookie unless replaced
 
-	storeKey string // "" when the request does not use the store
-	stored   pgreplica.LSN
+	storeKey string          // "" when the request does not use the store
+	stored   pgreplica.Token // what the store holds, as far as this request knows
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -77,8 +79,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.readStore()
-	x.start = x.session.LSN()
-	x.startWrite = x.session.WriteLSN()
+	x.start = x.session.Snapshot()
+	x.startWrites = x.session.WriteCount()
 	x.writeBack = h.o.WriteBack == WriteBackAlways || !safeMethod(r.Method)
 
 	rw, ww := wrap(w, x.beforeHeaders)
@@ -146,14 +148,22 @@ func (x *exchange) readStore() {
 		x.o.Logger.WarnContext(x.r.Context(), "pgreplicahttp: reading the token store", "err", err)
 		return
 	}
-	x.stored = tok.LSN
+	x.stored = tok
 }
 
 // advanced reports whether the token must go back: the request wrote
-// through the session (any method), or the session moved past what the
-// client and the store already have in a request that may write back.
+// through the session (any method, any cluster), or the session moved past
+// what the client and the store already have, on any cluster, in a
+// request that may write back.
 func (x *exchange) advanced() bool {
-	return x.session.WriteLSN() > x.startWrite || x.writeBack && x.session.LSN() > x.start
+	if x.session.WriteCount() != x.startWrites {
+		return true
+	}
+	if !x.writeBack {
+		return false
+	}
+	_, moved := x.start.Merge(x.session.Snapshot())
+	return moved
 }
 
 // beforeHeaders runs once, just before the response headers leave.
@@ -185,14 +195,15 @@ func (x *exchange) afterHandler() {
 }
 
 // putStore max-merges the session's token into the store, unless the
-// store already has its position.
+// store already has every position of it.
 func (x *exchange) putStore() {
 	if x.storeKey == "" {
 		return
 	}
-	tok, err := pgreplica.ParseToken(x.session.Token())
-	if err != nil || tok.LSN <= x.stored {
-		return // err: cannot happen for an unsigned token without expiry
+	tok := x.session.Snapshot()
+	merged, changed := x.stored.Merge(tok)
+	if !changed {
+		return
 	}
 	// Not cancelled with the request: the write this token records has
 	// committed whether or not the client is still there.
@@ -202,7 +213,7 @@ func (x *exchange) putStore() {
 		x.o.Logger.WarnContext(x.r.Context(), "pgreplicahttp: writing the token store", "err", err)
 		return
 	}
-	x.stored = tok.LSN
+	x.stored = merged
 }
 
 func (x *exchange) setCookie(value string, maxAge int) {

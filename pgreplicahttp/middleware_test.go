@@ -414,3 +414,72 @@ func TestStoredBeforeRedirectLeaves(t *testing.T) {
 		t.Fatalf("store when the 303 arrived: %v, %v", tok, ok)
 	}
 }
+
+// TestSeveralClusters: one request writes to two databases (clusters a and
+// b, b's LSNs far below a's); the cookie carries both positions, the next
+// request's session has both, and the store of a user keeps both though
+// two tabs write to different clusters.
+func TestSeveralClusters(t *testing.T) {
+	const a, b = 0xA, 0xB
+	write := func(r *http.Request, sysid uint64, lsn pgreplica.LSN) {
+		// As the driver records a write on cluster sysid.
+		if err := pgreplica.SessionFrom(r.Context()).Merge(pgreplica.Token{LSN: lsn, Timeline: 1, SystemID: sysid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got pgreplica.Token
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = pgreplica.SessionFrom(r.Context()).Snapshot()
+		if r.Method == http.MethodPost {
+			write(r, a, 0x7_00000000)
+			write(r, b, 0x300)
+		}
+	}))
+	c := cookieNamed(serve(h, http.MethodPost, nil), pgreplicahttp.DefaultCookieName)
+	if c == nil {
+		t.Fatal("no cookie after writes")
+	}
+	serve(h, http.MethodGet, func(r *http.Request) { r.AddCookie(c) })
+	if got.LSNFor(a) != 0x7_00000000 || got.LSNFor(b) != 0x300 {
+		t.Fatalf("next request's session: %+v", got)
+	}
+
+	// A POST that writes only to b, below what the cookie has for a, still
+	// writes the token back: the session advanced on b.
+	h = pgreplicahttp.Middleware(pgreplicahttp.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		write(r, b, 0x400)
+	}))
+	resp := serve(h, http.MethodPost, func(r *http.Request) {
+		r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: pgreplica.TokenCodec{}.Encode(pgreplica.Token{LSN: 0x7_00000000, SystemID: a})})
+	})
+	c = cookieNamed(resp, pgreplicahttp.DefaultCookieName)
+	if c == nil {
+		t.Fatal("a write on the second cluster set no cookie")
+	}
+	if tok, err := pgreplica.ParseToken(c.Value); err != nil || tok.LSNFor(a) != 0x7_00000000 || tok.LSNFor(b) != 0x400 {
+		t.Fatalf("cookie after a write on b: %+v, %v", tok, err)
+	}
+
+	// Two tabs of one user write to different clusters; a third sees both.
+	store := pgreplicahttp.NewMemoryStore(0)
+	h = pgreplicahttp.Middleware(pgreplicahttp.Options{Store: store, StoreKey: xUser})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = pgreplica.SessionFrom(r.Context()).Snapshot()
+		switch r.URL.Query().Get("db") {
+		case "a":
+			write(r, a, 0x7_00000000)
+		case "b":
+			write(r, b, 0x300)
+		}
+	}))
+	for _, path := range []string{"/?db=a", "/?db=b", "/"} {
+		req := httptest.NewRequest(http.MethodPost, path, nil)
+		req.Header.Set("X-User", "alice")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	if got.LSNFor(a) != 0x7_00000000 || got.LSNFor(b) != 0x300 {
+		t.Fatalf("third tab's session: %+v", got)
+	}
+	if tok, ok, _ := store.Get(context.Background(), "alice"); !ok || tok.LSNFor(a) != 0x7_00000000 || tok.LSNFor(b) != 0x300 {
+		t.Fatalf("stored token: %+v %v", tok, ok)
+	}
+}

@@ -29,8 +29,8 @@ const (
 )
 
 // BadTokenPolicy says what happens to a request whose cookie or header
-// holds a token that does not decode (garbled, forged, expired, from
-// another cluster). Neither policy ever answers 500.
+// holds a token that does not decode (garbled, forged, expired). Neither
+// policy ever answers 500.
 type BadTokenPolicy uint8
 
 // Bad-token policies.
@@ -56,7 +56,7 @@ type WriteBackPolicy uint8
 // method write back.
 const (
 	// WriteBackUnsafe (the default) writes the token back when the request
-	// wrote through the session (Session.WriteLSN rose), whatever the
+	// wrote through the session (Session.WriteCount rose), whatever the
 	// method, and when the session advanced at all during a request whose
 	// method is not safe in the sense of RFC 9110 §9.2.1 (anything but GET,
 	// HEAD, OPTIONS and TRACE). A GET that only read sets no cookie.

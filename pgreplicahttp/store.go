@@ -18,19 +18,28 @@ type TokenStore interface {
 	// Get returns the token stored under key. A missing or expired entry
 	// is ok false with a nil error; err reports only a failing store.
 	Get(ctx context.Context, key string) (tok pgreplica.Token, ok bool, err error)
-	// Put max-merges tok into the entry of key: the stored token becomes
-	// the one with the higher LSN (compared numerically), so a request
-	// that finishes late with an older token never lowers a newer one; on
-	// equal LSNs the stored token stays. Either way the entry then lives
-	// ttl from now; a ttl of zero or less means no expiry. A token whose
-	// own Expires has passed counts as absent on Get.
+	// Put max-merges tok into the entry of key, per cluster, as
+	// pgreplica.Token.Merge does: for each cluster (system identifier) the
+	// stored position becomes the one with the higher LSN (compared
+	// numerically), so a request that finishes late with an older token
+	// never lowers a newer one and a write on one cluster never drops
+	// another cluster's position; on equal LSNs the stored position stays.
+	// Either way the entry then lives ttl from now; a ttl of zero or less
+	// means no expiry for an entry Put changed, and an unchanged TTL for
+	// one it left as it was. A stored token whose own Expires has passed
+	// counts as absent, on Put as on Get.
 	Put(ctx context.Context, key string, tok pgreplica.Token, ttl time.Duration) error
 }
 
-// replaces reports whether Put should replace stored with tok: the rule
-// every TokenStore implements.
-func replaces(stored, tok pgreplica.Token) bool {
-	return tok.LSN > stored.LSN
+// merged returns what Put stores when the entry holds stored (found false:
+// nothing, or an entry whose token expired at now), and whether that
+// changes the entry: the rule every TokenStore implements.
+func merged(stored pgreplica.Token, found bool, tok pgreplica.Token, now time.Time) (pgreplica.Token, bool) {
+	if !found || expired(stored, now) {
+		stored = pgreplica.Token{}
+	}
+	m, changed := stored.Merge(tok)
+	return m, changed || !found
 }
 
 // expired reports whether a token's own expiry has passed at now.

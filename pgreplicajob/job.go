@@ -40,16 +40,19 @@ type Carrier struct {
 }
 
 // Inject returns the token of the session in ctx (see pgreplica.WithSession),
-// to be stored in a message: everything the session wrote before the call is
-// visible to a reader that Extracts it. It returns "" when ctx carries no
-// session or the session has no position yet; Extract accepts "".
+// to be stored in a message: everything the session wrote before the call,
+// on every cluster (database) it used, is visible to a reader that Extracts
+// it. It returns "" when ctx carries no session or the session has no
+// position yet; Extract accepts "".
 //
 // Writes made without a session in the context (the driver's
 // process-wide read-your-writes) are not in the token: produce jobs with a
 // session in the context.
 func (c Carrier) Inject(ctx context.Context) string {
 	s := pgreplica.SessionFrom(ctx)
-	if s == nil || s.LSN() == 0 {
+	// LSNFor(0), what a read on a cluster not known must see, is the
+	// highest watermark of every cluster: 0 means no position anywhere.
+	if s.LSNFor(0) == 0 {
 		return ""
 	}
 	return c.Codec.SessionToken(s)
@@ -57,14 +60,15 @@ func (c Carrier) Inject(ctx context.Context) string {
 
 // Extract returns ctx with the token's requirement: reads through the
 // returned context see everything the producer's session wrote before
-// Inject. The token max-merges into the session ctx already carries, or
+// Inject, each cluster's position applying to reads on that cluster. The
+// token max-merges, per cluster, into the session ctx already carries, or
 // into a new session attached to the returned context, so that the
 // worker's own writes and replica reads advance it (Inject in the worker
 // then passes the chain on). An empty token adds no requirement.
 //
-// A token that does not decode (garbled, forged, expired, from another
-// cluster) returns ctx unchanged and an error wrapping pgreplica.ErrBadToken.
-// A worker that must not miss the producer's rows can then read with
+// A token that does not decode (garbled, forged, expired) returns ctx
+// unchanged and an error wrapping pgreplica.ErrBadToken. A worker that
+// must not miss the producer's rows can then read with
 // pgreplica.WithPrimary(ctx); one that may read older data can go on with
 // ctx.
 func (c Carrier) Extract(ctx context.Context, token string) (context.Context, error) {
@@ -82,9 +86,7 @@ func (c Carrier) Extract(ctx context.Context, token string) (context.Context, er
 	if err := s.Merge(tok); err != nil {
 		return ctx, fmt.Errorf("pgreplicajob: job token: %w", err)
 	}
-	// WithToken as well: it makes the driver refuse the read on another
-	// cluster instead of ignoring a session bound elsewhere.
-	return pgreplica.WithToken(pgreplica.WithSession(ctx, s), tok), nil
+	return pgreplica.WithSession(ctx, s), nil
 }
 
 // InjectHeader stores Inject's token in h under c.Header. It leaves h

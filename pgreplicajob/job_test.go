@@ -103,14 +103,35 @@ func TestSignedCarrierAndHeaders(t *testing.T) {
 	}
 }
 
-func TestOtherClusterRefused(t *testing.T) {
+// TestSeveralClusters: a producer that wrote to two databases (clusters)
+// hands both positions to the worker, whose reads on each cluster wait for
+// that cluster's write; merging into a worker session of another cluster
+// keeps both.
+func TestSeveralClusters(t *testing.T) {
+	const a, b = 111, 222
+	producer := pgreplica.NewSession()
+	producer.Merge(pgreplica.Token{LSN: 0x9_00000000, SystemID: a}) // as the driver records writes
+	producer.Merge(pgreplica.Token{LSN: 0x500, SystemID: b})
+	tok := pgreplicajob.Inject(pgreplica.WithSession(context.Background(), producer))
+
+	worker := pgreplica.NewSession()
+	worker.Merge(pgreplica.Token{LSN: 5, SystemID: 333})
+	ctx := pgreplica.WithSession(context.Background(), worker)
+	got, err := pgreplicajob.Extract(ctx, tok)
+	if err != nil || pgreplica.SessionFrom(got) != worker {
+		t.Fatalf("Extract: %v", err)
+	}
+	for sysid, want := range map[uint64]pgreplica.LSN{a: 0x9_00000000, b: 0x500, 333: 5} {
+		if worker.LSNFor(sysid) != want {
+			t.Errorf("worker session on cluster %d at %v, want %v", sysid, worker.LSNFor(sysid), want)
+		}
+	}
+
+	// A session whose first cluster has no position but another has
+	// still injects a token.
 	s := pgreplica.NewSession()
-	s.Merge(pgreplica.Token{LSN: 1, SystemID: 111})
-	ctx := pgreplica.WithSession(context.Background(), s)
-	other := pgreplica.NewSession()
-	other.Merge(pgreplica.Token{LSN: 5, SystemID: 222})
-	tok := pgreplicajob.Inject(pgreplica.WithSession(context.Background(), other))
-	if got, err := pgreplicajob.Extract(ctx, tok); !errors.Is(err, pgreplica.ErrBadToken) || got != ctx {
-		t.Fatalf("token of another cluster: %v", err)
+	s.Merge(pgreplica.Token{SystemID: a, Others: []pgreplica.Position{{SystemID: b, LSN: 7}}})
+	if tok := pgreplicajob.Inject(pgreplica.WithSession(context.Background(), s)); tok == "" {
+		t.Fatal("no token for a write on the second cluster")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,7 +105,7 @@ func TestMaxMerge(t *testing.T) {
 		t.Fatal("the precision case above does not test what it claims")
 	}
 	// A tie keeps the stored token.
-	put(t, s, "k", pgreplica.Token{LSN: 0xFFFFFFFF_FFFFFFFF, Timeline: 9}, time.Minute)
+	put(t, s, "k", pgreplica.Token{LSN: 0xFFFFFFFF_FFFFFFFF, Timeline: 9, SystemID: 77}, time.Minute)
 	if tok, _ := get(t, s, "k"); tok.Timeline != 3 {
 		t.Fatalf("tie replaced the stored token: %+v", tok)
 	}
@@ -228,6 +229,150 @@ func TestConcurrentMaxMerge(t *testing.T) {
 	want := base + top<<31 + top
 	if tok, _ := get(t, s, "k"); tok.LSN != want {
 		t.Fatalf("final %v, want %v", tok.LSN, want)
+	}
+}
+
+// TestPerClusterMaxMerge: the stored token keeps one position per
+// cluster, each max-merged on its own; past the bound it overflows.
+func TestPerClusterMaxMerge(t *testing.T) {
+	rdb, prefix := needRedis(t)
+	s := redisstore.New(rdb, prefix)
+	const a, b = 0xA000000000000001, 0xB
+	pos := func(sysid uint64, lsn pgreplica.LSN) pgreplica.Position {
+		return pgreplica.Position{SystemID: sysid, Timeline: 1, LSN: lsn}
+	}
+	tokOf := func(ps ...pgreplica.Position) pgreplica.Token {
+		tok := pgreplica.Token{LSN: ps[0].LSN, Timeline: ps[0].Timeline, SystemID: ps[0].SystemID}
+		tok.Others = ps[1:]
+		return tok
+	}
+	expect := func(what string, want pgreplica.Token) {
+		t.Helper()
+		got, ok := get(t, s, "k")
+		if !ok || !got.Equal(want) {
+			t.Fatalf("%s: %+v %v, want %+v", what, got, ok, want)
+		}
+	}
+	put(t, s, "k", tokOf(pos(a, 0x9_00000000)), time.Minute)
+	put(t, s, "k", tokOf(pos(b, 0x100)), time.Minute) // far lower, another cluster
+	expect("a, then b", tokOf(pos(a, 0x9_00000000), pos(b, 0x100)))
+	put(t, s, "k", tokOf(pos(b, 0x200), pos(a, 0x8_FFFFFFFF), pos(0, 5)), time.Minute)
+	expect("both, one lower", tokOf(pos(a, 0x9_00000000), pos(b, 0x200), pos(0, 5)))
+	put(t, s, "k", tokOf(pos(a, 0x9_00000001)), time.Minute)
+	expect("a raised", tokOf(pos(a, 0x9_00000001), pos(b, 0x200), pos(0, 5)))
+
+	// Up to the bound, then overflow.
+	var want []pgreplica.Position
+	want = append(want, pos(a, 0x9_00000001), pos(b, 0x200), pos(0, 5))
+	for i := range uint64(pgreplica.MaxClusters - 2) {
+		p := pos(100+i, pgreplica.LSN(i+1))
+		put(t, s, "k", tokOf(p), time.Minute)
+		want = append(want, p)
+	}
+	expect("full", tokOf(want...))
+	put(t, s, "k", tokOf(pos(999, 1)), time.Minute)
+	over := tokOf(want...)
+	over.Overflow = true
+	expect("past the bound", over)
+	if tok, _ := get(t, s, "k"); tok.LSNFor(999) != ^pgreplica.LSN(0) || tok.LSNFor(a) != 0x9_00000001 {
+		t.Fatalf("overflowed token: %+v", tok)
+	}
+
+	// Expiry: the later one; none is the latest; a token past its own
+	// expiry is replaced, not merged.
+	now := time.Now().Truncate(time.Second)
+	put(t, s, "e", pgreplica.Token{LSN: 1, SystemID: a, Expires: now.Add(time.Hour)}, time.Minute)
+	put(t, s, "e", pgreplica.Token{LSN: 1, SystemID: b, Expires: now.Add(2 * time.Hour)}, time.Minute)
+	if tok, _ := get(t, s, "e"); !tok.Expires.Equal(now.Add(2 * time.Hour)) {
+		t.Fatalf("expiry %v, want the later one", tok.Expires)
+	}
+	put(t, s, "e", pgreplica.Token{LSN: 2, SystemID: b}, time.Minute)
+	if tok, _ := get(t, s, "e"); !tok.Expires.IsZero() || tok.LSNFor(b) != 2 {
+		t.Fatalf("after a token without expiry: %+v", tok)
+	}
+	rdb.Set(context.Background(), prefix+"x", "P0"+fmt.Sprintf("%016X", now.Add(-time.Second).Unix())+
+		fmt.Sprintf("%016X%016X%08X", uint64(a), uint64(0x50), 1), time.Minute)
+	put(t, s, "x", pgreplica.Token{LSN: 3, SystemID: b}, time.Minute)
+	if tok, ok := get(t, s, "x"); !ok || !tok.Equal(pgreplica.Token{LSN: 3, SystemID: b}) {
+		t.Fatalf("Put over an expired token: %+v %v", tok, ok)
+	}
+}
+
+// TestEarlierReleaseValue: a value of the previous format (one token after
+// its LSN) is still read, and a Put merges it as a position of a cluster
+// not known, which applies to every cluster.
+func TestEarlierReleaseValue(t *testing.T) {
+	rdb, prefix := needRedis(t)
+	s := redisstore.New(rdb, prefix)
+	ctx := context.Background()
+	old := pgreplica.Token{LSN: 0x5_00000010, Timeline: 2, SystemID: 42}
+	rdb.Set(ctx, prefix+"k", "0000000500000010"+pgreplica.TokenCodec{}.Encode(old), time.Minute)
+	if tok, ok := get(t, s, "k"); !ok || !tok.Equal(old) {
+		t.Fatalf("Get of an earlier value: %+v %v", tok, ok)
+	}
+	put(t, s, "k", pgreplica.Token{LSN: 0x100, SystemID: 43}, time.Minute)
+	tok, ok := get(t, s, "k")
+	if !ok || tok.LSNFor(42) != 0x5_00000010 || tok.LSNFor(43) != 0x5_00000010 || len(tok.Positions()) != 2 {
+		t.Fatalf("after a Put over an earlier value: %+v %v", tok, ok)
+	}
+}
+
+func TestCorruptCurrentValue(t *testing.T) {
+	rdb, prefix := needRedis(t)
+	s := redisstore.New(rdb, prefix)
+	ctx := context.Background()
+	p := func(sysid uint64) string { return fmt.Sprintf("%016X%016X%08X", sysid, uint64(1), 1) }
+	zeros := "P0" + strings.Repeat("0", 16)
+	for _, v := range []string{
+		"P", "P0", zeros[:17], zeros + "00", "P2" + zeros[2:], "p" + zeros[1:],
+		zeros + strings.ToLower(p(0xABC)), zeros + p(1) + p(1),
+		zeros + strings.Repeat(p(0), 1) + p(1) + p(2) + p(3) + p(4) + p(5) + p(6) + p(7) + p(8) + p(9),
+		"P0FFFFFFFFFFFFFFFF" + p(1),
+	} {
+		rdb.Set(ctx, prefix+"bad", v, time.Minute)
+		if _, _, err := s.Get(ctx, "bad"); !errors.Is(err, pgreplica.ErrBadToken) {
+			t.Errorf("Get of %q: %v, want ErrBadToken", v, err)
+		}
+		// Put treats what Get cannot read as absent and repairs it.
+		put(t, s, "bad", pgreplica.Token{LSN: 7, SystemID: 3}, time.Minute)
+		if tok, ok := get(t, s, "bad"); !ok || !tok.Equal(pgreplica.Token{LSN: 7, SystemID: 3}) {
+			t.Errorf("Put over %q: %+v %v", v, tok, ok)
+		}
+	}
+}
+
+// TestConcurrentClusters: goroutines writing to different clusters of one
+// key at once never lose one another's positions.
+func TestConcurrentClusters(t *testing.T) {
+	rdb, prefix := needRedis(t)
+	s := redisstore.New(rdb, prefix)
+	const goroutines, puts = 8, 50
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range puts {
+				// Goroutine g writes cluster g+1 and, every other time,
+				// a lower position of cluster (g+1)%goroutines+1.
+				tok := pgreplica.Token{LSN: pgreplica.LSN(i + 1), SystemID: uint64(g + 1)}
+				if i%2 == 1 {
+					tok.Others = []pgreplica.Position{{SystemID: uint64((g+1)%goroutines + 1), LSN: 1}}
+				}
+				if err := s.Put(context.Background(), "k", tok, time.Minute); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tok, _ := get(t, s, "k")
+	if len(tok.Positions()) != goroutines || tok.Overflow {
+		t.Fatalf("%+v", tok)
+	}
+	for g := range uint64(goroutines) {
+		if tok.LSNFor(g+1) != puts {
+			t.Errorf("cluster %d at %v, want %v", g+1, tok.LSNFor(g+1), pgreplica.LSN(puts))
+		}
 	}
 }
 

@@ -1,0 +1,358 @@
+package pgreplica
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Session gives the reads of one logical session (a user, a browser, a job
+// chain) read-your-writes and monotonic reads. It holds the session's
+// watermarks, one per cluster: the highest WAL position its reads on that
+// cluster must see. Attach it to a context with WithSession; the driver
+// then routes each read that carries the context to a replica that has
+// replayed the watermark of the read's cluster (or falls back), raises that
+// watermark to the commit position after every write, and to the replica's
+// known replay position after every replica read, so a later read never
+// goes back in time even on another replica.
+//
+// To carry a session between requests or processes, store Token (or
+// TokenCodec.SessionToken) in a cookie, header, job payload or server-side
+// store, and fold it back with ParseToken (or TokenCodec.Decode) and Merge,
+// or apply it to a single context with WithToken. The token carries every
+// cluster's watermark.
+//
+// # Clusters
+//
+// One Session serves every cluster an application talks to (a main
+// database and a second one, or shards): positions are kept per cluster,
+// keyed by system identifier (pg_control_system()), because LSNs of two
+// clusters are unrelated. A position taken before the driver knew its
+// cluster's system identifier (right after start) is kept apart, as
+// "cluster not known", and applies to reads on every cluster: nothing says
+// which cluster it came from, so applying it everywhere is the only choice
+// that never loses a write. It costs little, since the driver learns the
+// system identifier with its first probe of the primary.
+//
+// A Session tracks at most MaxClusters clusters, in the order it meets
+// them, and never forgets one. Past the bound it still must not lose a
+// write, so:
+//
+//   - a write, or a merged token, on a cluster it cannot track marks the
+//     session overflowed. From then on a read on any cluster the session
+//     does not track must see the highest LSN, which no replica reaches:
+//     it runs on the primary (after the wait budget), or fails with
+//     ErrNoFreshReplica under FallbackError. Tracked clusters keep their
+//     exact watermarks, so only the clusters past the bound pay, and the
+//     token carries the overflow to the next process;
+//   - the position of a replica read on a cluster it cannot track is
+//     dropped. It serves only monotonic reads, and overflowing for it would
+//     send every read of a request that fans out over many shards to their
+//     primaries.
+//
+// A Session is safe for concurrent use and never locks; a read's lookup
+// (LSNFor, and the driver's own on every read) scans at most MaxClusters
+// atomics and does not allocate. The zero value is ready to use; a nil
+// *Session is inert (LSN is 0, Token encodes the zero LSN, Merge does
+// nothing).
+type Session struct {
+	// unknown holds the positions whose cluster was not known.
+	unknown sessionPos
+	// slots hold the tracked clusters. A slot is claimed once, by a
+	// compare-and-swap of its system identifier from 0, and never
+	// released; slots are claimed in order, so the first free slot ends
+	// the tracked ones and a cluster is never in two slots.
+	slots [MaxClusters]sessionSlot
+	// overflow is set when a write or a token could not be tracked.
+	overflow atomic.Bool
+	// writes counts the writes recorded (see WriteCount).
+	writes atomic.Uint64
+}
+
+// sessionSlot is a tracked cluster.
+type sessionSlot struct {
+	sysid atomic.Uint64 // 0: free
+	sessionPos
+}
+
+// sessionPos is one watermark. Writers raise the timeline before the LSN
+// and readers load the LSN before the timeline, so a reader that sees an
+// LSN also sees a timeline at least as recent as the one that came with it.
+type sessionPos struct {
+	lsn      atomic.Uint64
+	timeline atomic.Uint32
+	// wrote is the highest LSN a write committed at; reads and merged
+	// tokens do not raise it.
+	wrote atomic.Uint64
+}
+
+// raise max-merges a position into p.
+func (p *sessionPos) raise(lsn LSN, timeline uint32) {
+	for {
+		cur := p.timeline.Load()
+		if timeline <= cur || p.timeline.CompareAndSwap(cur, timeline) {
+			break
+		}
+	}
+	for {
+		cur := p.lsn.Load()
+		if uint64(lsn) <= cur || p.lsn.CompareAndSwap(cur, uint64(lsn)) {
+			break
+		}
+	}
+}
+
+// raiseWrote max-merges a write's commit position into p.wrote.
+func (p *sessionPos) raiseWrote(lsn LSN) {
+	for {
+		cur := p.wrote.Load()
+		if uint64(lsn) <= cur || p.wrote.CompareAndSwap(cur, uint64(lsn)) {
+			return
+		}
+	}
+}
+
+// NewSession returns an empty session: its watermarks are the zero LSN, so
+// its first read may use any healthy replica.
+func NewSession() *Session {
+	return new(Session)
+}
+
+// pos returns the watermark of cluster sysid (0: the one of unknown
+// clusters), claiming a free slot for a new cluster when claim is set. It
+// returns nil for a cluster the session does not track (past the bound,
+// or not yet met when claim is false).
+func (s *Session) pos(sysid uint64, claim bool) *sessionPos {
+	if sysid == 0 {
+		return &s.unknown
+	}
+	for i := range s.slots {
+		sl := &s.slots[i]
+		cur := sl.sysid.Load()
+		if cur == 0 {
+			if !claim {
+				return nil // slots are claimed in order: no later one is
+			}
+			if sl.sysid.CompareAndSwap(0, sysid) {
+				return &sl.sessionPos
+			}
+			cur = sl.sysid.Load() // another goroutine claimed it
+		}
+		if cur == sysid {
+			return &sl.sessionPos
+		}
+	}
+	return nil
+}
+
+// record max-merges a position that must not be lost (a write's, a
+// token's); past the bound it marks the session overflowed. It returns the
+// watermark raised, or nil.
+func (s *Session) record(lsn LSN, timeline uint32, sysid uint64) *sessionPos {
+	p := s.pos(sysid, true)
+	if p == nil {
+		s.overflow.Store(true)
+		return nil
+	}
+	p.raise(lsn, timeline)
+	return p
+}
+
+// advance max-merges the position of a read into the watermark of cluster
+// sysid (0 = not known yet, see Session). It reports false, and changes
+// nothing, when the session is nil or is full and does not track sysid: a
+// read's position serves only monotonic reads and is dropped past the
+// bound (see Session).
+func (s *Session) advance(lsn LSN, timeline uint32, sysid uint64) bool {
+	if s == nil {
+		return false
+	}
+	p := s.pos(sysid, true)
+	if p == nil {
+		return false
+	}
+	p.raise(lsn, timeline)
+	return true
+}
+
+// advanceWrite records a write's commit position on cluster sysid: it
+// raises the cluster's watermark and write position, or marks the session
+// overflowed past the bound, and counts the write (WriteCount).
+func (s *Session) advanceWrite(lsn LSN, timeline uint32, sysid uint64) {
+	if s == nil {
+		return
+	}
+	if p := s.record(lsn, timeline, sysid); p != nil {
+		p.raiseWrote(lsn)
+	}
+	// Counted after the position is in place, so that whoever sees the
+	// count also sees the position.
+	s.writes.Add(1)
+}
+
+// lsnFor returns the watermark that applies to reads on the cluster with
+// system identifier sysid (0 = not known), as LSNFor does. The bool is
+// false only for a nil session: a session applies to every cluster. It
+// does not allocate.
+func (s *Session) lsnFor(sysid uint64) (LSN, bool) {
+	if s == nil {
+		return 0, false
+	}
+	need := LSN(s.unknown.lsn.Load())
+	if sysid == 0 {
+		if s.overflow.Load() {
+			return unreachableLSN, true
+		}
+		for i := range s.slots {
+			sl := &s.slots[i]
+			if sl.sysid.Load() == 0 {
+				break
+			}
+			need = max(need, LSN(sl.lsn.Load()))
+		}
+		return need, true
+	}
+	p := s.pos(sysid, false)
+	if p == nil {
+		if s.overflow.Load() {
+			return unreachableLSN, true
+		}
+		return need, true
+	}
+	return max(need, LSN(p.lsn.Load())), true
+}
+
+// LSNFor returns the watermark a read on the cluster with system
+// identifier sysid must see: the higher of the cluster's own and the one
+// of positions whose cluster was not known. For a cluster the session has
+// not met it is the latter, or the highest LSN once the session
+// overflowed (see Session). For sysid 0, a read whose cluster is not
+// known, it is the highest watermark of all. A nil session gives 0.
+func (s *Session) LSNFor(sysid uint64) LSN {
+	lsn, _ := s.lsnFor(sysid)
+	return lsn
+}
+
+// first returns the first cluster's watermark, or nil when the session has
+// met no cluster.
+func (s *Session) first() *sessionPos {
+	if s.slots[0].sysid.Load() == 0 {
+		return nil
+	}
+	return &s.slots[0].sessionPos
+}
+
+// LSN returns the watermark of the session's first cluster (the first the
+// session met, through a write, a read or a merged token), raised to the
+// positions whose cluster was not known: for an application with one
+// cluster, the position every read of the session must see. Use LSNFor
+// for another cluster, and Snapshot for all of them.
+func (s *Session) LSN() LSN {
+	if s == nil {
+		return 0
+	}
+	lsn := LSN(s.unknown.lsn.Load())
+	if p := s.first(); p != nil {
+		lsn = max(lsn, LSN(p.lsn.Load()))
+	}
+	return lsn
+}
+
+// WriteLSN returns the highest position a write made with this session
+// committed at on its first cluster (as LSN), or on a cluster not known
+// yet; 0 if none. Unlike LSN, reads and merged tokens do not raise it. To
+// tell whether some work wrote on any cluster, compare WriteCount.
+func (s *Session) WriteLSN() LSN {
+	if s == nil {
+		return 0
+	}
+	lsn := LSN(s.unknown.wrote.Load())
+	if p := s.first(); p != nil {
+		lsn = max(lsn, LSN(p.wrote.Load()))
+	}
+	return lsn
+}
+
+// WriteCount returns how many writes the driver recorded in the session, on
+// any cluster. Reads and merged tokens do not change it, so comparing it
+// before and after a request tells whether the request wrote: an HTTP
+// middleware can then hand the token back after a write on any method
+// without setting a cookie on every read.
+func (s *Session) WriteCount() uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.writes.Load()
+}
+
+// Token returns the session's watermarks as an unsigned token with no
+// expiry (see Token for the format). Use TokenCodec.SessionToken for a
+// signed or expiring one.
+func (s *Session) Token() string {
+	return encodeToken(s.Snapshot(), nil)
+}
+
+// Snapshot returns the session's state as a Token without expiry (what
+// Token encodes): the tracked clusters in the order the session met them
+// (the first in the Token's LSN, Timeline and SystemID), then, when it is
+// not zero, the watermark of positions whose cluster was not known (with
+// SystemID 0), and Overflow. A session that met no cluster gives a token
+// of the latter alone; a nil session gives the zero Token.
+func (s *Session) Snapshot() Token {
+	if s == nil {
+		return Token{}
+	}
+	var set positionSet
+	for i := range s.slots {
+		sl := &s.slots[i]
+		sysid := sl.sysid.Load()
+		if sysid == 0 {
+			break
+		}
+		lsn := LSN(sl.lsn.Load())
+		set.add(Position{SystemID: sysid, Timeline: sl.timeline.Load(), LSN: lsn})
+	}
+	lsn := LSN(s.unknown.lsn.Load())
+	if tl := s.unknown.timeline.Load(); lsn != 0 || set.n == 0 {
+		set.add(Position{Timeline: tl, LSN: lsn})
+	}
+	set.overflow = s.overflow.Load()
+	return set.token(time.Time{})
+}
+
+// Merge folds a parsed token into the session: each of the token's
+// positions raises the watermark of its own cluster (a lower LSN never
+// lowers one), a position with SystemID 0 the watermark of positions
+// whose cluster was not known, and the token's Overflow carries over.
+// Clusters past the bound mark the session overflowed (see Session). The
+// error is always nil; Merge used to refuse tokens of another cluster and
+// keeps its signature for callers that check it.
+func (s *Session) Merge(t Token) error {
+	return s.merge(t, 0)
+}
+
+// merge is Merge for the driver, which knows the system identifier of the
+// cluster it serves (0 = not known yet). Every position is merged for its
+// own cluster whatever sysid is; the position for sysid goes first, so
+// that a token that overflows the session leaves the served cluster
+// tracked.
+func (s *Session) merge(t Token, sysid uint64) error {
+	if s == nil {
+		return nil
+	}
+	n := 1 + len(t.Others)
+	if sysid != 0 {
+		for i := range n {
+			if p := t.at(i); p.SystemID == sysid {
+				s.record(p.LSN, p.Timeline, p.SystemID)
+			}
+		}
+	}
+	for i := range n {
+		p := t.at(i)
+		s.record(p.LSN, p.Timeline, p.SystemID)
+	}
+	if t.Overflow {
+		s.overflow.Store(true)
+	}
+	return nil
+}
