@@ -1,15 +1,9 @@
 package pgreplica
 
-import (
-	"context"
-	"database/sql/driver"
-	"errors"
-	"fmt"
-)
-
-// Reading a write's LSN: after every committed write, the process
-// watermark and the plan's session rise to a position at or past the end
-// of its commit record (see lsnSQL), read after the commit.
+// Recording a write's position: after every committed write, the process
+// watermarks and the plan's session must rise to a position at or past
+// the end of its commit record (see lsnSQL), read after the commit. The
+// read is deferred and shared between writes (clusterMarks).
 
 // WAL page geometry of every PostgreSQL build we support: 8 kB pages,
 // whose first page of a segment carries a long header.
@@ -48,45 +42,29 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtClass) bool {
 	return t.nodes[p.node.idx].status.asyncDefault
 }
 
-// execCapture runs an autocommit write and records its LSN.
-func (c *Connector) execCapture(ctx context.Context, pl *plan, p *physical, query string, cls stmtClass, args []driver.NamedValue) (driver.Result, error) {
-	r, lsn, err := p.wire.execCapture(ctx, p, query, cls, args, lsnSQL(p.mayCommitAsync(pl.topo, cls)))
-	if err != nil {
-		return nil, err
-	}
-	c.observeWrite(pl, lsn)
-	return r, nil
+// wrote records a write that committed under pl: it takes a ticket (see
+// clusterMarks), hands it to the plan's session as a pending position,
+// and schedules a background capture. Nothing is sent now: the caller has
+// its result with the inner driver's own round trips and statements.
+func (c *Connector) wrote(pl *plan, p *physical, async bool) {
+	m := c.marksFor(pl.topo.sysid)
+	t := m.issue(pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtClass{}))
+	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, m, t, true)
+	c.captureSoon(m)
 }
 
-// captureAfter reads and records the LSN on p after a write committed
-// (one round trip): for writes whose results the caller read first.
-func (c *Connector) captureAfter(ctx context.Context, pl *plan, p *physical) error {
-	lsn, err := queryLSN(ctx, p.conn, lsnSQL(p.mayCommitAsync(pl.topo, stmtClass{})))
-	if err != nil {
-		return fmt.Errorf("pgreplica: reading the write's LSN: %w", err)
+// readOnPrimary records that a session read on the primary: a capture
+// after the read bounds what it saw (the flush position, or the insert
+// position once asynchronous commits were seen: their commits are visible
+// before they are flushed). Without it the session could next read a
+// replica that has its watermark but not what the primary showed, and see
+// the row go back in time.
+func (c *Connector) readOnPrimary(pl *plan, p *physical) {
+	if pl.session == nil {
+		return
 	}
-	c.observeWrite(pl, lsn)
-	return nil
-}
-
-// commitCapture commits a transaction that wrote and records the LSN
-// read after the COMMIT.
-func (c *Connector) commitCapture(ctx context.Context, pl *plan, p *physical, tx driver.Tx, async bool) error {
-	lsn, err := p.wire.commitCapture(ctx, p, tx, lsnSQL(async || p.mayCommitAsync(pl.topo, stmtClass{})))
-	if err != nil {
-		return err
-	}
-	c.observeWrite(pl, lsn)
-	return nil
-}
-
-var errCommitRolledBack = errors.New("pgreplica: commit failed: the transaction was rolled back")
-
-// observeWrite raises the process watermark of the cluster and the plan's
-// session.
-func (c *Connector) observeWrite(pl *plan, lsn LSN) {
-	lsn = reachableLSN(lsn)
-	c.metrics.lsnCaptures.Add(1)
-	c.raiseProcessLSN(pl.topo.sysid, lsn, pl.session == nil)
-	pl.session.advanceWrite(lsn, pl.topo.timeline, pl.topo.sysid)
+	m := c.marksFor(pl.topo.sysid)
+	t := m.issue(false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtClass{}))
+	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, m, t, false)
+	c.captureSoon(m)
 }

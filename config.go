@@ -66,6 +66,10 @@ type Config struct {
 	// required position before the fallback applies; default 150ms. It never
 	// extends past the context's deadline.
 	WaitBudget time.Duration
+	// ReadAfterWrite says where a read goes that needs a write whose
+	// position is not known yet (a write of a few milliseconds ago, which
+	// no replica can have replayed); default ReadAfterWritePrimary.
+	ReadAfterWrite ReadAfterWrite
 	// Fallback says what a read does when no replica qualifies in time;
 	// default FallbackPrimary.
 	Fallback Fallback
@@ -126,6 +130,26 @@ const (
 	ConsistencyEventual
 	// ConsistencyPrimary: reads go to the primary.
 	ConsistencyPrimary
+)
+
+// ReadAfterWrite chooses between answering sooner and offloading the
+// primary for a read that needs a write so recent that its position has
+// not been read yet (positions are read after writes, shared between
+// them, a couple of milliseconds later: see docs/consistency.md).
+type ReadAfterWrite int
+
+// Read-after-write choices.
+const (
+	// ReadAfterWritePrimary sends the read to the primary at once: a
+	// replica cannot have replayed a write that young, so waiting for one
+	// would only add the time it takes. It holds a fallback slot when one
+	// is free; when none is, the read takes the replica path.
+	ReadAfterWritePrimary ReadAfterWrite = iota
+	// ReadAfterWriteReplica reads the write's position at once (one
+	// statement on the primary, shared by concurrent reads) and then
+	// looks for a replica as any positioned read does: the primary serves
+	// fewer reads, and the read answers later.
+	ReadAfterWriteReplica
 )
 
 // Fallback says what a read does when no replica satisfies it in time.

@@ -103,6 +103,9 @@ func (c Config) validate() error {
 	if len(c.Hosts) > maxHosts {
 		return errBadConfigf("%d hosts; at most %d are supported", len(c.Hosts), maxHosts)
 	}
+	if !isNamed(c.ReadAfterWrite, readAfterWriteNames) {
+		return errBadConfigf("ReadAfterWrite is %d; want ReadAfterWritePrimary or ReadAfterWriteReplica", int(c.ReadAfterWrite))
+	}
 	if !isNamed(c.Policy, policyNames) {
 		return errBadConfigf("Policy is %d; want PolicyRoundRobin, PolicyRandom, PolicyLeastLag or PolicyLatency", int(c.Policy))
 	}

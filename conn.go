@@ -99,10 +99,11 @@ func (cn *conn) execOn(ctx context.Context, pl *plan, p *physical, query string,
 		cn.tx.noteStatement(cls)
 		return execInner(ctx, p.conn, query, args)
 	}
-	if !pl.capture {
-		return execInner(ctx, p.conn, query, args)
+	r, err := execInner(ctx, p.conn, query, args)
+	if err == nil && pl.capture {
+		cn.c.wrote(pl, p, cls.asyncCommit)
 	}
-	return cn.c.execCapture(ctx, pl, p, query, cls, args)
+	return r, err
 }
 
 func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue) (driver.Rows, error) {

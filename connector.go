@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Connector is a pgreplica driver.Connector: give it to sql.OpenDB. It owns
@@ -31,7 +32,12 @@ type Connector struct {
 	// watermarks; localMarks stand in while the cluster is unknown
 	// (watermark.go).
 	mark       atomic.Pointer[watermark]
-	localMarks processMarks
+	localMarks clusterMarks
+	// captureScheduled, captureMu and captureTimer run the background
+	// capture of write positions (watermark.go).
+	captureScheduled atomic.Bool
+	captureMu        sync.Mutex
+	captureTimer     *time.Timer
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
 	metrics     metrics
@@ -198,6 +204,7 @@ func (c *Connector) publish(t *topology) {
 func (c *Connector) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		c.stopCaptures()
 		c.startOnce.Do(func() {}) // never start after Close
 		if c.cancel != nil {
 			c.cancel()

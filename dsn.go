@@ -65,6 +65,7 @@ import (
 //	pgreplica_monitor_interval       topology poll interval, > 0 (default 250ms)
 //	pgreplica_default                consistency without a requirement in ctx: process (default), eventual or primary
 //	pgreplica_wait_budget            longest wait for a fresh replica, > 0 (default 150ms)
+//	pgreplica_read_after_write       a read that needs a write too recent for any replica: primary (default) or replica
 //	pgreplica_fallback               when no replica qualifies: primary (default), error, or stale (untokened reads only)
 //	pgreplica_stale_fallback_lag     lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)
 //	pgreplica_max_primary_fallbacks  concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))
@@ -727,6 +728,7 @@ var dsnOptions = []dsnOption{
 	{"pgreplica_monitor_interval", "topology poll interval, > 0 (default 250ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.MonitorInterval, durPositive} }},
 	{"pgreplica_default", "consistency without a requirement in ctx: process (default), eventual or primary", func(c *Config) dsnOptValue { return dsnEnum(&c.DefaultConsistency, consistencyNames) }},
 	{"pgreplica_wait_budget", "longest wait for a fresh replica, > 0 (default 150ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.WaitBudget, durPositive} }},
+	{"pgreplica_read_after_write", "a read that needs a write too recent for any replica: primary (default) or replica", func(c *Config) dsnOptValue { return dsnEnum(&c.ReadAfterWrite, readAfterWriteNames) }},
 	{"pgreplica_fallback", "when no replica qualifies: primary (default), error, or stale (untokened reads only)", func(c *Config) dsnOptValue { return dsnEnum(&c.Fallback, fallbackNames) }},
 	{"pgreplica_stale_fallback_lag", "lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.StaleFallbackLag, durNonNegative} }},
 	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))", func(c *Config) dsnOptValue { return dsnIntOpt{&c.MaxPrimaryFallbacks, 0} }},
@@ -753,10 +755,11 @@ type dsnEnumName[T comparable] struct {
 }
 
 var (
-	driverNames      = []dsnEnumName[InnerDriver]{{"pgx", DriverPgx}, {"pq", DriverPq}}
-	consistencyNames = []dsnEnumName[Consistency]{{"process", ConsistencyProcess}, {"eventual", ConsistencyEventual}, {"primary", ConsistencyPrimary}}
-	fallbackNames    = []dsnEnumName[Fallback]{{"primary", FallbackPrimary}, {"error", FallbackError}, {"stale", FallbackStale}}
-	policyNames      = []dsnEnumName[Policy]{{"round_robin", PolicyRoundRobin}, {"random", PolicyRandom}, {"least_lag", PolicyLeastLag}, {"latency", PolicyLatency}}
+	driverNames         = []dsnEnumName[InnerDriver]{{"pgx", DriverPgx}, {"pq", DriverPq}}
+	consistencyNames    = []dsnEnumName[Consistency]{{"process", ConsistencyProcess}, {"eventual", ConsistencyEventual}, {"primary", ConsistencyPrimary}}
+	fallbackNames       = []dsnEnumName[Fallback]{{"primary", FallbackPrimary}, {"error", FallbackError}, {"stale", FallbackStale}}
+	readAfterWriteNames = []dsnEnumName[ReadAfterWrite]{{"primary", ReadAfterWritePrimary}, {"replica", ReadAfterWriteReplica}}
+	policyNames         = []dsnEnumName[Policy]{{"round_robin", PolicyRoundRobin}, {"random", PolicyRandom}, {"least_lag", PolicyLeastLag}, {"latency", PolicyLatency}}
 )
 
 func dsnEnumList[T comparable](names []dsnEnumName[T]) string {

@@ -148,6 +148,7 @@ var dsnCases = []dsnCase{
 	{name: "opt default process", dsn: "host=h pgreplica_default=eventual pgreplica_default=process", check: dsnField(func(c Config) Consistency { return c.DefaultConsistency }, ConsistencyProcess)},
 	{name: "opt default primary", dsn: "host=h pgreplica_default=primary", check: dsnField(func(c Config) Consistency { return c.DefaultConsistency }, ConsistencyPrimary)},
 	{name: "opt wait_budget", dsn: "postgres://h/db?pgreplica_wait_budget=150ms", check: dsnField(func(c Config) time.Duration { return c.WaitBudget }, 150*time.Millisecond)},
+	{name: "opt read after write replica", dsn: "host=h pgreplica_read_after_write=replica", check: dsnField(func(c Config) ReadAfterWrite { return c.ReadAfterWrite }, ReadAfterWriteReplica)},
 	{name: "opt fallback primary", dsn: "host=h pgreplica_fallback=primary", check: dsnField(func(c Config) Fallback { return c.Fallback }, FallbackPrimary)},
 	{name: "opt max_primary_fallbacks zero", dsn: "host=h pgreplica_max_primary_fallbacks=0", check: dsnField(func(c Config) int { return c.MaxPrimaryFallbacks }, 0)},
 	{name: "opt policy round-robin", dsn: "host=h pgreplica_policy=Round-Robin", check: dsnField(func(c Config) Policy { return c.Policy }, PolicyRoundRobin)},
@@ -174,6 +175,7 @@ var dsnCases = []dsnCase{
 	{name: "bad monitor_interval", dsn: "host=h pgreplica_monitor_interval=often", err: ErrBadDSN, errHas: []string{"pgreplica_monitor_interval", `"often"`}},
 	{name: "bad default", dsn: "host=h pgreplica_default=strong", err: ErrBadDSN, errHas: []string{"pgreplica_default", `"strong"`, "process, eventual, primary"}},
 	{name: "bad wait_budget zero", dsn: "postgres://u:s3cr3t@h/db?pgreplica_wait_budget=0", err: ErrBadDSN, errHas: []string{"pgreplica_wait_budget", `"0"`}},
+	{name: "bad read after write", dsn: "host=h pgreplica_read_after_write=later", err: ErrBadDSN, errHas: []string{"pgreplica_read_after_write", "primary, replica"}},
 	{name: "bad fallback", dsn: "host=h pgreplica_fallback=replica", err: ErrBadDSN, errHas: []string{"pgreplica_fallback", "primary, error"}},
 	{name: "bad max_primary_fallbacks negative", dsn: "host=h pgreplica_max_primary_fallbacks=-1", err: ErrBadDSN, errHas: []string{"pgreplica_max_primary_fallbacks", `"-1"`, ">= 0"}},
 	{name: "bad policy", dsn: "host=h pgreplica_policy=fastest", err: ErrBadDSN, errHas: []string{"pgreplica_policy", "round_robin, random, least_lag, latency"}},
@@ -601,6 +603,7 @@ func checkParsedDSN(t *testing.T, c Config) {
 		one.Driver, one.MaxConnsPerHost, one.ConnMaxIdleTime, one.ConnMaxLifetime = "", 0, 0, 0
 		one.HealthCheckAfter, one.ConnectTimeout, one.MonitorInterval, one.DefaultConsistency = 0, 0, 0, 0
 		one.WaitBudget, one.Fallback, one.MaxPrimaryFallbacks, one.Policy, one.Zone = 0, 0, 0, 0, ""
+		one.ReadAfterWrite = 0
 		one.MaxLagBytes, one.MaxLag, one.ExcludeSyncStandby, one.StaleFallbackLag = 0, 0, false, 0
 		back, err := ParseDSN(c.hostDSN(h))
 		if err != nil {

@@ -191,53 +191,20 @@ func lsnSQL(async bool) string {
 }
 
 // wire is what the router needs from an inner connection beyond
-// database/sql's interfaces. pgx (wire_pgx.go) exposes the protocol, so a
-// write and the read of its LSN share one flight; every other inner
-// driver gets genericWire.
+// database/sql's interfaces: the only place that knows which inner driver
+// it talks to (wire_pgx.go for pgx; genericWire for lib/pq and any other).
 type wire interface {
-	// execCapture runs an autocommit write and then lsnQuery, after the
-	// write's commit, and returns the write's result and the position.
-	execCapture(ctx context.Context, p *physical, query string, cls stmtClass, args []driver.NamedValue, lsnQuery string) (driver.Result, LSN, error)
-	// commitCapture commits tx and then runs lsnQuery.
-	commitCapture(ctx context.Context, p *physical, tx driver.Tx, lsnQuery string) (LSN, error)
 	// describe asks the server to describe query (for Prepare) and
 	// returns its parameter count, leaving nothing prepared.
 	describe(ctx context.Context, p *physical, query string) (int, error)
-	// forget drops what the wire knows of a prepared statement that the
-	// inner driver deallocated.
-	forget(query string)
 	// badConnMaySend reports whether the driver returns ErrBadConn also
 	// for a connection that broke after a statement was sent (lib/pq
 	// does), so that ErrBadConn does not prove the write was not sent.
 	badConnMaySend() bool
 }
 
-// genericWire reads positions with a statement of their own after the
-// write: one more round trip. It assumes the worst of ErrBadConn.
+// genericWire assumes the worst of ErrBadConn.
 type genericWire struct{}
-
-func (genericWire) execCapture(ctx context.Context, p *physical, query string, _ stmtClass, args []driver.NamedValue, lsnQuery string) (driver.Result, LSN, error) {
-	r, err := execInner(ctx, p.conn, query, args)
-	if err != nil {
-		return nil, 0, err
-	}
-	lsn, err := queryLSN(ctx, p.conn, lsnQuery)
-	if err != nil {
-		return nil, 0, fmt.Errorf("pgreplica: reading the write's LSN: %w", err)
-	}
-	return r, lsn, nil
-}
-
-func (genericWire) commitCapture(ctx context.Context, p *physical, tx driver.Tx, lsnQuery string) (LSN, error) {
-	if err := tx.Commit(); err != nil {
-		return 0, err
-	}
-	lsn, err := queryLSN(ctx, p.conn, lsnQuery)
-	if err != nil {
-		return 0, fmt.Errorf("pgreplica: reading the commit's LSN: %w", err)
-	}
-	return lsn, nil
-}
 
 func (genericWire) badConnMaySend() bool { return true }
 
@@ -252,8 +219,6 @@ func (genericWire) describe(ctx context.Context, p *physical, query string) (int
 	n := st.NumInput()
 	return n, st.Close()
 }
-
-func (genericWire) forget(string) {}
 
 // newWire returns the wire for an inner connection: the only place that
 // looks at the inner connection's type.

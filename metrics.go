@@ -15,7 +15,7 @@ type metrics struct {
 	lsnCaptures                               atomic.Int64
 	conflictRetries, readOnlyRetries          atomic.Int64
 	connLostRetries, fallbackRejected         atomic.Int64
-	staleReads                                atomic.Int64
+	staleReads, recentWriteReads              atomic.Int64
 	wait                                      histogram
 }
 
@@ -34,6 +34,9 @@ type Stats struct {
 	// (ReasonTimeout, ReasonNoReplica); FailedReads those that returned
 	// ErrNoFreshReplica instead (FallbackError).
 	Fallbacks, FailedReads map[string]int64
+	// RecentWriteReads counts reads sent to the primary because they
+	// needed a write too recent for any replica (ReadAfterWritePrimary).
+	RecentWriteReads int64
 	// FallbackRejected counts reads refused with ErrFallbackLimit;
 	// StaleReads those FallbackStale served beyond the lag bounds.
 	FallbackRejected, StaleReads int64
@@ -82,6 +85,7 @@ func (c *Connector) Stats() Stats {
 		TokenedReads:     m.tokenedReads.Load(),
 		FallbackRejected: m.fallbackRejected.Load(),
 		StaleReads:       m.staleReads.Load(),
+		RecentWriteReads: m.recentWriteReads.Load(),
 		TokenedFallbacks: m.tokenedFallbacks.Load(),
 		Wait:             m.wait.snapshot(),
 		LSNCaptures:      m.lsnCaptures.Load(),

@@ -22,6 +22,11 @@ type plan struct {
 	kind    readKind // the requirement that decided (metrics, logs)
 	// need is the replay position a replica must have (0: none).
 	need LSN
+	// pending is the ticket of a write (or session read on the primary)
+	// the read must see but whose position is not read yet (0: none; see
+	// clusterMarks): the read goes to the primary or resolves it first
+	// (Config.ReadAfterWrite).
+	pending uint64
 	// maxLag and maxLagBytes bound replicas' lag for reads without a
 	// position: Config.MaxLag/MaxLagBytes, or the context's staleness.
 	maxLag      time.Duration
@@ -77,10 +82,15 @@ func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process p
 		kind = readEventual
 	case kind == readDefault:
 		kind, need = readPosition, process.all
+		pl.pending = process.pendingAll
 	case kind == readPosition && cfg.DefaultConsistency == ConsistencyProcess:
 		// A session or token read also sees what this process wrote
-		// without a session (see processMarks).
+		// without a session (see clusterMarks).
 		need = max(need, process.shared)
+		pl.pending = process.pendingShared
+	}
+	if kind == readPosition {
+		pl.pending = max(pl.pending, pl.session.pendingFor(t.sysid))
 	}
 	pl.kind, pl.need = kind, need
 	switch {

@@ -63,7 +63,7 @@ func TestPrepareInTxIsInnerStatement(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if got := mc.c.processLSNs(mc.sysid).all; got != 0xB00 {
+	if got := mc.processLSN(); got != 0xB00 {
 		t.Fatalf("process watermark %s after the commit, want 0/B00: the prepared write was not tracked", got)
 	}
 }

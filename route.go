@@ -42,7 +42,7 @@ func (l *lease) release(err error) {
 func (c *Connector) planFor(ctx context.Context, cls stmtClass) (plan, error) {
 	t := c.topo.Load()
 	dl, _ := ctx.Deadline()
-	return decide(t, cls, requirementFrom(ctx), &c.cfg, c.processLSNs(t.sysid), time.Now(), dl)
+	return decide(t, cls, requirementFrom(ctx), &c.cfg, c.marksFor(t.sysid).snapshot(), time.Now(), dl)
 }
 
 // route runs op on a connection the plan allows and returns the lease op
@@ -102,6 +102,11 @@ func (c *Connector) route(ctx context.Context, pl *plan, query string, op func(*
 func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
 	if pl.onPrimary {
 		return c.leasePrimary(ctx, pl.topo, false)
+	}
+	if pl.pending != 0 {
+		if l, ok, err := c.readAfterWrite(ctx, pl); ok || err != nil {
+			return l, err
+		}
 	}
 	start := time.Now()
 	first := pl.tried == 0
@@ -176,6 +181,10 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		pl.tried.add(i)
 	}
 	if pl.need > 0 {
+		if c.futile(pl) {
+			return lease{}, &NoFreshReplicaError{Reason: ReasonTimeout,
+				Detail: fmt.Sprintf("no replica can replay %s before the wait budget ends (predicted from their lag)", pl.need)}
+		}
 		return c.awaitReplica(ctx, pl)
 	}
 	if pl.fallback == FallbackStale {
@@ -192,6 +201,65 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		}
 	}
 	return lease{}, noReplicaError(pl)
+}
+
+// readAfterWrite handles a read that needs a write whose position is not
+// read yet (pl.pending). With ReadAfterWritePrimary it takes the primary
+// at once when a fallback slot is free (ok): no replica can have a write
+// that young. Otherwise it reads the position (sharing the statement with
+// concurrent readers and the background capture) and lets the read look
+// for a replica that has it.
+func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok bool, err error) {
+	m := c.marksFor(pl.topo.sysid)
+	if m.covered.Load() < pl.pending {
+		if c.cfg.ReadAfterWrite == ReadAfterWritePrimary {
+			select {
+			case c.fallbackSlots <- struct{}{}:
+				c.metrics.recentWriteReads.Add(1)
+				l, err := c.leasePrimary(ctx, pl.topo, true)
+				if err != nil {
+					<-c.fallbackSlots
+				}
+				return l, true, err
+			default:
+			}
+		}
+		rctx, cancel := context.WithDeadline(ctx, pl.deadline)
+		err := m.resolve(rctx, c, pl.pending)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return lease{}, false, ctx.Err()
+			}
+			// The position cannot be read (the primary is unreachable):
+			// no replica can be proven to have the write.
+			pl.fresh, pl.need = 0, ^LSN(0)>>1
+			return lease{}, false, nil
+		}
+	}
+	// Covered: the marks hold a position at or past the write's.
+	pl.need = max(pl.need, LSN(m.all.Load()))
+	pl.pending = 0
+	pl.fresh = pl.replicas(true)
+	return lease{}, false, nil
+}
+
+// futile predicts whether waiting for a replica to replay pl.need can
+// succeed before the plan's deadline: a replica reaches a position about
+// its time lag after the primary passed it. A wait that cannot succeed is
+// not started: the read falls back at once.
+func (c *Connector) futile(pl *plan) bool {
+	passed, ok := c.primaryLSNs.passedAt(pl.need)
+	if !ok {
+		passed = time.Now() // the primary reached it after its last sample
+	}
+	for set := pl.replicas(false); set != 0; set &= set - 1 {
+		v := &pl.topo.nodes[set.nth(0)]
+		if !v.status.paused && !passed.Add(v.lag).After(pl.deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // awaitReplica polls the eligible replicas, each on the connection that
@@ -303,7 +371,8 @@ func (c *Connector) noteServed(ctx context.Context, pl *plan, l *lease) {
 func (c *Connector) finish(ctx context.Context, pl *plan, l *lease) error {
 	switch {
 	case pl.capture:
-		return c.captureAfter(context.WithoutCancel(ctx), pl, l.p)
+		c.wrote(pl, l.p, false)
+		return nil
 	case pl.read:
 		return c.boundRead(ctx, pl, l)
 	}
@@ -320,7 +389,8 @@ func (c *Connector) boundRead(ctx context.Context, pl *plan, l *lease) error {
 	case l.replica:
 		return c.boundReplicaRead(ctx, pl, l.p)
 	}
-	return c.boundPrimaryRead(ctx, pl, l.p)
+	c.readOnPrimary(pl, l.p)
+	return nil
 }
 
 // boundReplicaRead gives a session monotonic reads. PostgreSQL does not
@@ -338,23 +408,6 @@ func (c *Connector) boundReplicaRead(ctx context.Context, pl *plan, p *physical)
 	}
 	p.node.observeReplay(replay)
 	pl.session.advance(replay, pl.topo.timeline, pl.topo.sysid)
-	return nil
-}
-
-// boundPrimaryRead raises a session past what a read on the primary could
-// have seen, read on the same connection after the read: the flush LSN, or
-// the insert LSN when asynchronous commits are in play (their commits are
-// visible before they are flushed). Without it a session that read on the
-// primary could next read a replica that has its watermark but not what
-// the primary showed, and see the row go back in time. One small round
-// trip, for reads with a Session only.
-func (c *Connector) boundPrimaryRead(ctx context.Context, pl *plan, p *physical) error {
-	async := p.mayCommitAsync(pl.topo, stmtClass{}) || p.node.asyncSeen.Load()
-	lsn, err := queryLSN(ctx, p.conn, lsnSQL(async))
-	if err != nil {
-		return err
-	}
-	pl.session.advance(reachableLSN(lsn), pl.topo.timeline, pl.topo.sysid)
 	return nil
 }
 

@@ -20,6 +20,7 @@ func TestReadOnlyTxFallbackTakesASlotAndCounts(t *testing.T) {
 	if _, err := mc.db.Exec("UPDATE t SET x = 1"); err != nil {
 		t.Fatal(err)
 	}
+	mc.settle()
 	mc.mocks[1].MatchExpectationsInOrder(false)
 	for range 100 {
 		mc.mocks[1].ExpectQuery(replaySQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow("0/100"))

@@ -50,7 +50,7 @@ type capturingRows struct {
 
 func (r *capturingRows) afterRows(err error) {
 	if err == nil {
-		r.c.captureAfter(context.WithoutCancel(r.ctx), &r.pl, r.p)
+		r.c.wrote(&r.pl, r.p, false)
 	}
 }
 

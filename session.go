@@ -1,6 +1,7 @@
 package pgreplica
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -83,6 +84,99 @@ type sessionPos struct {
 	// wrote is the highest LSN a write committed at; reads and merged
 	// tokens do not raise it.
 	wrote atomic.Uint64
+	// pending is the ticket of the latest operation whose position is not
+	// read yet (a write, or a read on the primary), pendingWrite the one
+	// of the latest such write; marks are the cluster marks whose captures
+	// cover them (see clusterMarks). 0: none.
+	pending, pendingWrite atomic.Uint64
+	marks                 atomic.Pointer[clusterMarks]
+}
+
+// settle folds the position of covered tickets into the watermark (the
+// capture's, at or past the operation's own) and returns the ticket still
+// pending, 0 if none. It never blocks.
+func (p *sessionPos) settle() uint64 {
+	t := p.pending.Load()
+	if t == 0 {
+		return 0
+	}
+	m := p.marks.Load()
+	if m == nil || m.covered.Load() < t {
+		return t
+	}
+	lsn := LSN(m.all.Load())
+	p.raise(lsn, 0)
+	if w := p.pendingWrite.Load(); w != 0 && w <= t {
+		p.raiseWrote(lsn)
+		p.pendingWrite.CompareAndSwap(w, 0)
+	}
+	if p.pending.CompareAndSwap(t, 0) {
+		return 0
+	}
+	return p.settle() // a newer ticket arrived meanwhile
+}
+
+// resolvePending reads the positions still pending (one statement on the
+// primary, shared with other callers), for Token and Snapshot, which
+// must carry them. A position that cannot be read (the primary is
+// unreachable) is replaced by one no replica reaches: the next reads go
+// to the primary rather than miss a write.
+func (p *sessionPos) resolvePending() {
+	t := p.settle()
+	if t == 0 {
+		return
+	}
+	m := p.marks.Load()
+	c := m.capturer.Load()
+	if c == nil {
+		p.raise(unreachableLSN, 0)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ConnectTimeout)
+	defer cancel()
+	if err := m.resolve(ctx, c, t); err != nil {
+		p.raise(unreachableLSN, 0)
+		return
+	}
+	p.settle()
+}
+
+// notePending records an operation on cluster sysid whose position will
+// be read later under ticket, by a capture of m: a write (which must not
+// be lost: past the bound it overflows the session, and it counts in
+// WriteCount) or a read on the primary (which serves monotonic reads only
+// and is dropped past the bound).
+func (s *Session) notePending(sysid uint64, timeline uint32, m *clusterMarks, ticket uint64, write bool) {
+	if s == nil {
+		return
+	}
+	p := s.pos(sysid, true)
+	switch {
+	case p != nil:
+		p.raise(0, timeline)
+		p.marks.Store(m)
+		atomicMax(&p.pending, ticket)
+		if write {
+			atomicMax(&p.pendingWrite, ticket)
+		}
+	case write:
+		s.overflow.Store(true)
+	}
+	if write {
+		s.writes.Add(1) // counted after the position is in place
+	}
+}
+
+// pendingFor returns the ticket a read on cluster sysid must wait for or
+// send to the primary (see plan.pending), 0 if none.
+func (s *Session) pendingFor(sysid uint64) uint64 {
+	if s == nil || sysid == 0 {
+		return 0
+	}
+	if p := s.pos(sysid, false); p != nil {
+		return p.settle()
+	}
+	return 0
 }
 
 // raise max-merges a position into p.
@@ -218,6 +312,7 @@ func (s *Session) lsnFor(sysid uint64) (LSN, bool) {
 		}
 		return need, true
 	}
+	p.settle()
 	return max(need, LSN(p.lsn.Load())), true
 }
 
@@ -252,6 +347,7 @@ func (s *Session) LSN() LSN {
 	}
 	lsn := LSN(s.unknown.lsn.Load())
 	if p := s.first(); p != nil {
+		p.resolvePending()
 		lsn = max(lsn, LSN(p.lsn.Load()))
 	}
 	return lsn
@@ -267,6 +363,7 @@ func (s *Session) WriteLSN() LSN {
 	}
 	lsn := LSN(s.unknown.wrote.Load())
 	if p := s.first(); p != nil {
+		p.resolvePending()
 		lsn = max(lsn, LSN(p.wrote.Load()))
 	}
 	return lsn
@@ -308,6 +405,7 @@ func (s *Session) Snapshot() Token {
 		if sysid == 0 {
 			break
 		}
+		sl.resolvePending()
 		lsn := LSN(sl.lsn.Load())
 		set.add(Position{SystemID: sysid, Timeline: sl.timeline.Load(), LSN: lsn})
 	}

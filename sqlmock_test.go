@@ -106,6 +106,23 @@ func (mc *mockCluster) refresh() {
 	}
 }
 
+// settle waits until every write so far has had its position read (the
+// deferred capture, see clusterMarks), so that the mock sees the capture
+// statement at this point of the test.
+func (mc *mockCluster) settle() {
+	mc.t.Helper()
+	m := mc.c.marksFor(mc.sysid)
+	if err := m.resolve(context.Background(), mc.c, m.issued.Load()); err != nil {
+		mc.t.Fatal(err)
+	}
+}
+
+// processLSN settles and returns the process watermark.
+func (mc *mockCluster) processLSN() LSN {
+	mc.settle()
+	return LSN(mc.c.marksFor(mc.sysid).all.Load())
+}
+
 func (mc *mockCluster) expectLSNCapture(node int, lsn string) {
 	mc.mocks[node].ExpectQuery(flushLSNSQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow(lsn))
 }
@@ -117,7 +134,7 @@ func TestRouteExecGoesToPrimaryAndCapturesLSN(t *testing.T) {
 	if _, err := mc.db.Exec("UPDATE t SET x = 1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := mc.c.processLSNs(mc.sysid).all; got != 0x200 {
+	if got := mc.processLSN(); got != 0x200 {
 		t.Fatalf("process watermark %s, want 0/200", got)
 	}
 }
@@ -149,6 +166,7 @@ func TestRouteReadsByStatement(t *testing.T) {
 				t.Fatal(err)
 			}
 			rows.Close()
+			mc.settle()
 		})
 	}
 }
@@ -162,7 +180,7 @@ func TestRouteInsertReturningThroughQuery(t *testing.T) {
 	if err := mc.db.QueryRow(q, "ann").Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if got := mc.c.processLSNs(mc.sysid).all; got != 0x400 {
+	if got := mc.processLSN(); got != 0x400 {
 		t.Fatalf("process watermark %s, want 0/400", got)
 	}
 }
@@ -180,6 +198,7 @@ func TestRouteReadOnlyErrorRetriesOnPrimaryAndIsRemembered(t *testing.T) {
 		if err := mc.db.QueryRow(q).Scan(&x); err != nil {
 			t.Fatal(err)
 		}
+		mc.settle()
 	}
 }
 
@@ -227,6 +246,7 @@ func TestRouteTransactions(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	mc.settle()
 	// read-only: a replica (known to have replayed 0/600 after a round)
 	mc.set(1, roleReplica, 0x600)
 	mc.refresh()
@@ -261,6 +281,7 @@ func TestRouteProcessReadYourWrites(t *testing.T) {
 	if _, err := mc.db.Exec("UPDATE t SET x = 2"); err != nil {
 		t.Fatal(err)
 	}
+	mc.settle()
 	// The replica is known at 0/100 < 0/900: the read checks it on the
 	// connection that would run the query, waits, then falls back.
 	mc.mocks[1].MatchExpectationsInOrder(false)
@@ -351,6 +372,7 @@ func TestRouteReplicaOnlyFails(t *testing.T) {
 	if _, err := mc.db.Exec("UPDATE t SET x = 3"); err != nil {
 		t.Fatal(err)
 	}
+	mc.settle()
 	mc.mocks[1].MatchExpectationsInOrder(false)
 	for range 20 {
 		mc.mocks[1].ExpectQuery(replaySQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow("0/100"))

@@ -140,9 +140,6 @@ func (s *stmt) closeInner() error {
 		return nil
 	}
 	err := s.inner.Close()
-	// pgx's stdlib names a prepared statement after its text, as the
-	// pipelined writes do, and deallocates it on Close.
-	s.p.wire.forget(s.query)
 	s.inner = nil
 	return err
 }
@@ -204,7 +201,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	}
 	r, err := execStmt(ctx, st, args)
 	if err == nil && pl.capture {
-		err = cn.c.captureAfter(ctx, &pl, p)
+		cn.c.wrote(&pl, p, s.cls.asyncCommit)
 	}
 	if err != nil && pl.capture {
 		err = cn.c.writeFailed(p, err)

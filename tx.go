@@ -87,19 +87,19 @@ func (t *tx) noteStatement(cls stmtClass) {
 	}
 }
 
-// Commit commits and, for a transaction that wrote, raises the session and
-// process watermarks to an LSN read after the commit.
+// Commit commits and, for a transaction that wrote, records the write
+// (its position is read after the commit, deferred: see clusterMarks).
 func (t *tx) Commit() error {
 	if t.lease.p == nil {
 		return errTxDone
 	}
 	p := t.lease.p
-	var err error
+	err := t.inner.Commit()
 	if t.wrote && !t.lease.replica {
-		err = t.cn.c.commitCapture(t.ctx, &t.pl, p, t.inner, t.asyncCommit)
+		if err == nil {
+			t.cn.c.wrote(&t.pl, p, t.asyncCommit)
+		}
 		err = t.cn.c.writeFailed(p, err)
-	} else {
-		err = t.inner.Commit()
 	}
 	t.end(err)
 	return err

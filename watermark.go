@@ -1,73 +1,226 @@
 package pgreplica
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The "process" consistency default: a read sees every write any
 // connector of this process committed on the same cluster before the read
 // started. Two *sql.DB opened on one DSN (an ORM's second handle, a
-// migration tool, a test helper) share it, so the watermark is kept per
+// migration tool, a test helper) share it, so the watermarks are kept per
 // cluster, keyed by system identifier, for the whole process: the one
 // piece of package state besides the driver registration, because the
 // guarantee itself is process-wide. (Clusters cloned from one another
 // share a system identifier; their watermarks merge, which is safe: reads
 // may wait or fall back more.)
+var processWatermarks sync.Map // system identifier → *clusterMarks
+
+// clusterMarks are a cluster's process watermarks and the deferred reading
+// of write positions.
 //
-// Each cluster has two watermarks. all covers every write: reads without
-// a requirement must see it. shared covers the writes made without a
+// A write does not read its own LSN: that would cost the primary a
+// statement per write. It takes a ticket when it has committed; a capture
+// (one SELECT of the primary's flush or insert position) covers every
+// ticket issued before it was sent, because every such commit was durable
+// and visible before the capture ran. Captures run in the background
+// shortly after writes, one at a time, each covering all the writes since
+// the last, and on demand when an operation needs a position that is
+// still pending: a read that must see the write on a replica, a Session's
+// Token. Reads of a session on the primary take tickets too: a capture
+// after the read bounds what it saw.
+//
+// There are two watermarks. all covers every write: reads without a
+// requirement must see it. shared covers the writes made without a
 // Session (migrations, start-up and background work): every read of the
 // process that needs a position must see those too, a Session's included,
 // so a request never misses a table the process created before it. A
 // write made with a Session raises only all: other sessions need not wait
 // for it, which keeps session reads on replicas under heavy write load.
-var processWatermarks sync.Map // system identifier → *processMarks
+type clusterMarks struct {
+	all, shared atomic.Uint64 // LSNs
+	// issued counts tickets; sharedIssued is the highest ticket of a
+	// write made without a Session; covered the highest ticket whose
+	// position is in all (and, if shared, in shared).
+	issued, sharedIssued, covered atomic.Uint64
+	// issuedAt is when the latest ticket was issued (unix ns).
+	issuedAt atomic.Int64
+	// async is set once a write may have committed asynchronously: its
+	// commit is visible before it is flushed, so captures read the insert
+	// position.
+	async atomic.Bool
+	// capturer is a connector that can run captures for readers without
+	// one of their own (Session.Token).
+	capturer atomic.Pointer[Connector]
 
-type processMarks struct{ all, shared atomic.Uint64 }
-
-// watermark is a connector's handle on its cluster's process watermarks.
-type watermark struct {
-	sysid uint64
-	marks *processMarks
+	mu      sync.Mutex
+	running bool
+	done    chan struct{} // closed when the running capture ends
+	start   uint64        // the tickets the running capture covers
 }
 
-// processMarks returns the watermarks of cluster sysid, caching the
-// handle in the connector so the hot path does no map lookup. For an
-// unknown cluster (sysid 0: no host answered yet) the connector's own
-// watermarks stand in.
-func (c *Connector) processMarks(sysid uint64) *processMarks {
+// watermark is a connector's handle on its cluster's marks.
+type watermark struct {
+	sysid uint64
+	marks *clusterMarks
+}
+
+// marksFor returns the marks of cluster sysid, caching the handle in the
+// connector so the hot path does no map lookup. For an unknown cluster
+// (sysid 0: no host answered yet) the connector's own marks stand in.
+func (c *Connector) marksFor(sysid uint64) *clusterMarks {
 	if sysid == 0 {
 		return &c.localMarks
 	}
 	if m := c.mark.Load(); m != nil && m.sysid == sysid {
 		return m.marks
 	}
-	v, _ := processWatermarks.LoadOrStore(sysid, new(processMarks))
-	m := &watermark{sysid: sysid, marks: v.(*processMarks)}
+	v, _ := processWatermarks.LoadOrStore(sysid, new(clusterMarks))
+	m := &watermark{sysid: sysid, marks: v.(*clusterMarks)}
 	// What this connector wrote before it knew the cluster belongs to it.
 	atomicMax(&m.marks.all, c.localMarks.all.Load())
 	atomicMax(&m.marks.shared, c.localMarks.shared.Load())
+	m.marks.capturer.CompareAndSwap(nil, c)
 	c.mark.Store(m)
 	return m.marks
 }
 
-// processLSNs returns the process watermarks of cluster sysid.
-func (c *Connector) processLSNs(sysid uint64) processLSNs {
-	m := c.processMarks(sysid)
-	return processLSNs{all: LSN(m.all.Load()), shared: LSN(m.shared.Load())}
+// processLSNs are a cluster's watermarks as plain values, for decide: the
+// positions known and whether writes are still pending.
+type processLSNs struct {
+	all, shared LSN
+	// pendingAll and pendingShared are the highest uncovered tickets (0:
+	// none) of all writes and of writes without a Session.
+	pendingAll, pendingShared uint64
+	// pendingSince is when the latest pending write committed.
+	pendingSince time.Time
 }
 
-// processLSNs are the watermarks as plain values, for decide.
-type processLSNs struct{ all, shared LSN }
+// snapshot reads the marks.
+func (m *clusterMarks) snapshot() processLSNs {
+	covered := m.covered.Load()
+	p := processLSNs{all: LSN(m.all.Load()), shared: LSN(m.shared.Load())}
+	if is := m.issued.Load(); is > covered {
+		p.pendingAll = is
+		p.pendingSince = time.Unix(0, m.issuedAt.Load())
+	}
+	if s := m.sharedIssued.Load(); s > covered {
+		p.pendingShared = s
+	}
+	return p
+}
 
-// raiseProcessLSN records a write's position in the watermarks of cluster
-// sysid; shared says it was made without a Session.
-func (c *Connector) raiseProcessLSN(sysid uint64, lsn LSN, shared bool) {
-	m := c.processMarks(sysid)
-	atomicMax(&m.all, uint64(lsn))
+// issue hands out a ticket for an operation that has completed: a write
+// (shared when made without a Session) or a session's read on the
+// primary. async marks a write that may have committed asynchronously.
+func (m *clusterMarks) issue(shared, async bool) uint64 {
+	if async {
+		m.async.Store(true)
+	}
+	t := m.issued.Add(1)
+	m.issuedAt.Store(time.Now().UnixNano())
 	if shared {
-		atomicMax(&m.shared, uint64(lsn))
+		atomicMax(&m.sharedIssued, t)
+	}
+	return t
+}
+
+// resolve returns once ticket is covered: it joins the running capture if
+// that covers it, or runs one on c. Concurrent callers share captures.
+func (m *clusterMarks) resolve(ctx context.Context, c *Connector, ticket uint64) error {
+	for m.covered.Load() < ticket {
+		m.mu.Lock()
+		if m.covered.Load() >= ticket {
+			m.mu.Unlock()
+			return nil
+		}
+		if m.running {
+			done := m.done
+			m.mu.Unlock()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue // covered now, or the next capture is ours to run
+		}
+		m.running, m.done = true, make(chan struct{})
+		m.start = m.issued.Load()
+		prev := m.covered.Load()
+		m.mu.Unlock()
+
+		lsn, err := c.readPrimaryLSN(ctx, m.async.Load())
+
+		m.mu.Lock()
+		if err == nil {
+			lsn = reachableLSN(lsn)
+			atomicMax(&m.all, uint64(lsn))
+			if m.sharedIssued.Load() > prev {
+				atomicMax(&m.shared, uint64(lsn))
+			}
+			atomicMax(&m.covered, m.start)
+			c.metrics.lsnCaptures.Add(1)
+		}
+		m.running = false
+		close(m.done)
+		m.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readPrimaryLSN reads the primary's flush position (the insert position
+// when a commit may have been asynchronous) on a connection of its own.
+func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
+	l, err := c.leasePrimary(ctx, c.topo.Load(), false)
+	if err != nil {
+		return 0, err
+	}
+	lsn, err := queryLSN(ctx, l.p.conn, lsnSQL(async))
+	l.release(err)
+	return lsn, err
+}
+
+// captureDelay is how long after a write the background capture starts:
+// long enough to cover the writes of many concurrent writers with one
+// statement, short enough that a read a few milliseconds later finds the
+// position known.
+const captureDelay = 2 * time.Millisecond
+
+// captureSoon schedules a background capture of m's pending tickets,
+// unless one is scheduled already.
+func (c *Connector) captureSoon(m *clusterMarks) {
+	if !c.captureScheduled.CompareAndSwap(false, true) {
+		return
+	}
+	c.captureMu.Lock()
+	defer c.captureMu.Unlock()
+	if c.closed.Load() {
+		return
+	}
+	c.wg.Add(1) // Close waits for a capture that started
+	c.captureTimer = time.AfterFunc(captureDelay, func() {
+		defer c.wg.Done()
+		c.captureScheduled.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ConnectTimeout)
+		defer cancel()
+		if err := m.resolve(ctx, c, m.issued.Load()); err != nil && !c.closed.Load() {
+			c.log.Debug("pgreplica: background capture of write positions", "err", err)
+		}
+	})
+}
+
+// stopCaptures stops a scheduled background capture; Close calls it after
+// marking the connector closed, so none is scheduled after it.
+func (c *Connector) stopCaptures() {
+	c.captureMu.Lock()
+	defer c.captureMu.Unlock()
+	if c.captureTimer != nil && c.captureTimer.Stop() {
+		c.wg.Done()
 	}
 }
 
