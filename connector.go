@@ -204,7 +204,7 @@ func (c *Connector) publish(t *topology) {
 func (c *Connector) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		c.stopCaptures()
+		c.flushCaptures()
 		c.startOnce.Do(func() {}) // never start after Close
 		if c.cancel != nil {
 			c.cancel()

@@ -54,9 +54,22 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 		}
 	}()
 	for {
+		// A probe of the primary reads its position after every write
+		// that took a ticket before it was sent: it covers them for free.
+		var marks *clusterMarks
+		var ticket uint64
+		if prev := n.status.Load(); prev != nil && prev.role == rolePrimary && prev.err == nil && prev.sysid != 0 {
+			marks = m.c.marksFor(prev.sysid)
+			ticket = marks.issued.Load()
+		}
 		pctx, cancel := context.WithTimeout(ctx, m.c.cfg.ConnectTimeout)
 		st := m.c.probe(pctx, n)
 		cancel()
+		if marks != nil && st.err == nil && st.role == rolePrimary && !marks.async.Load() {
+			// pg_current_wal_lsn() is at or past the flush position, so past
+			// every synchronous commit that returned before the probe.
+			marks.cover(ticket, reachableLSN(st.lsn))
+		}
 		if ctx.Err() != nil {
 			return
 		}

@@ -212,15 +212,14 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok bool, err error) {
 	m := c.marksFor(pl.topo.sysid)
 	if m.covered.Load() < pl.pending {
-		if c.cfg.ReadAfterWrite == ReadAfterWritePrimary {
+		if c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError {
 			select {
 			case c.fallbackSlots <- struct{}{}:
-				c.metrics.recentWriteReads.Add(1)
-				l, err := c.leasePrimary(ctx, pl.topo, true)
-				if err != nil {
-					<-c.fallbackSlots
+				if l, err := c.leasePrimary(ctx, pl.topo, true); err == nil {
+					c.metrics.recentWriteReads.Add(1)
+					return l, true, nil
 				}
-				return l, true, err
+				<-c.fallbackSlots // no primary now: prove a replica fresh
 			default:
 			}
 		}
@@ -255,7 +254,9 @@ func (c *Connector) futile(pl *plan) bool {
 	}
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
-		if !v.status.paused && !passed.Add(v.lag).After(pl.deadline) {
+		// A paused replica's lag says nothing of when it resumes: it may
+		// have resumed since its last probe. Wait for it as before.
+		if v.status.paused || !passed.Add(v.lag).After(pl.deadline) {
 			return false
 		}
 	}

@@ -322,7 +322,17 @@ func (s *Session) lsnFor(sysid uint64) (LSN, bool) {
 // not met it is the latter, or the highest LSN once the session
 // overflowed (see Session). For sysid 0, a read whose cluster is not
 // known, it is the highest watermark of all. A nil session gives 0.
+//
+// A write's position is read after the write, shared with other writes
+// (see docs/consistency.md); if it has not been read yet, LSNFor reads it
+// first (a statement on the primary), as LSN, WriteLSN, Snapshot and
+// Token do.
 func (s *Session) LSNFor(sysid uint64) LSN {
+	if s != nil && sysid != 0 {
+		if p := s.pos(sysid, false); p != nil {
+			p.resolvePending()
+		}
+	}
 	lsn, _ := s.lsnFor(sysid)
 	return lsn
 }

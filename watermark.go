@@ -173,6 +173,20 @@ func (m *clusterMarks) resolve(ctx context.Context, c *Connector, ticket uint64)
 	return nil
 }
 
+// cover records that every ticket up to ticket is covered by lsn, a
+// position of the primary read after they were issued (a monitor probe).
+func (m *clusterMarks) cover(ticket uint64, lsn LSN) {
+	if m.covered.Load() >= ticket {
+		return
+	}
+	// The positions first: whoever sees the ticket covered sees them.
+	atomicMax(&m.all, uint64(lsn))
+	if m.sharedIssued.Load() > m.covered.Load() {
+		atomicMax(&m.shared, uint64(lsn))
+	}
+	atomicMax(&m.covered, ticket)
+}
+
 // readPrimaryLSN reads the primary's flush position (the insert position
 // when a commit may have been asynchronous) on a connection of its own.
 func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
@@ -214,14 +228,23 @@ func (c *Connector) captureSoon(m *clusterMarks) {
 	})
 }
 
-// stopCaptures stops a scheduled background capture; Close calls it after
-// marking the connector closed, so none is scheduled after it.
-func (c *Connector) stopCaptures() {
+// flushCaptures runs a scheduled background capture now (Close calls it
+// after marking the connector closed, so none is scheduled after it): the
+// writes of a closing connector keep their positions for the rest of the
+// process.
+func (c *Connector) flushCaptures() {
 	c.captureMu.Lock()
-	defer c.captureMu.Unlock()
-	if c.captureTimer != nil && c.captureTimer.Stop() {
-		c.wg.Done()
+	stopped := c.captureTimer != nil && c.captureTimer.Stop()
+	c.captureMu.Unlock()
+	if !stopped {
+		return
 	}
+	defer c.wg.Done()
+	c.captureScheduled.Store(false)
+	m := c.marksFor(c.topo.Load().sysid)
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.ConnectTimeout, time.Second))
+	defer cancel()
+	m.resolve(ctx, c, m.issued.Load())
 }
 
 // atomicMax raises a to v if v is higher and reports whether it did.
