@@ -165,6 +165,10 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 		}
 		return
 	}
+	if prev != nil && prev.err == nil && prev.role == roleReplica && st.role == roleReplica &&
+		prev.timeline == st.timeline && st.lsn >= prev.lsn && st.at.After(prev.at) {
+		st.replayRate = float64(st.lsn-prev.lsn) / st.at.Sub(prev.at).Seconds()
+	}
 	n.status.Store(st)
 	n.failures = 0
 	n.suspect.Store(false)

@@ -55,6 +55,11 @@ type nodeStatus struct {
 	syncStates map[string]string
 	// asyncDefault: synchronous_commit is off for our role and database.
 	asyncDefault bool
+	// applyDelay is a replica's recovery_min_apply_delay; replayRate its
+	// replay speed since the previous probe in bytes/s (0: unknown or
+	// idle). Together they predict when it reaches a position.
+	applyDelay time.Duration
+	replayRate float64
 	at           time.Time     // when the probe answered
 	rtt          time.Duration // probe round trip
 }
@@ -134,7 +139,8 @@ const probeSQL = `SELECT pg_is_in_recovery(),
  current_setting('synchronous_commit') = 'off',
  CASE WHEN pg_is_in_recovery()
    THEN COALESCE((SELECT status || ' ' || COALESCE(substring(conninfo from 'application_name=([^ ]+)'), '') FROM pg_stat_wal_receiver), '')
-   ELSE COALESCE((SELECT string_agg(application_name || '=' || sync_state, ',') FROM pg_stat_replication), '') END`
+   ELSE COALESCE((SELECT string_agg(application_name || '=' || sync_state, ',') FROM pg_stat_replication), '') END,
+ CASE WHEN pg_is_in_recovery() THEN current_setting('recovery_min_apply_delay') ELSE '' END`
 
 // probe runs probeSQL on the node's dedicated monitor connection.
 func (n *node) probe(ctx context.Context) *nodeStatus {
@@ -169,7 +175,7 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	vals := make([]driver.Value, 8)
+	vals := make([]driver.Value, 9)
 	if err := rows.Next(vals); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
@@ -203,6 +209,11 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	}
 	st.sysid = uint64(sysid)
 	st.asyncDefault, _ = vals[6].(bool)
+	if st.role == roleReplica {
+		if st.applyDelay, err = parseDelay(textValue(vals[8])); err != nil {
+			return nil, err
+		}
+	}
 	info := textValue(vals[7])
 	if st.role == roleReplica {
 		// "streaming replica1": the WAL receiver's state and the name
@@ -217,6 +228,25 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 		}
 	}
 	return st, nil
+}
+
+// parseDelay reads a time setting as current_setting shows it ("0",
+// "300ms", "2s", "1min", …).
+func parseDelay(s string) (time.Duration, error) {
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if i < 0 {
+		i = len(s)
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("probe: recovery_min_apply_delay %q", s)
+	}
+	unit := map[string]time.Duration{"": time.Millisecond, "us": time.Microsecond, "ms": time.Millisecond,
+		"s": time.Second, "min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[s[i:]]
+	if unit == 0 {
+		return 0, fmt.Errorf("probe: recovery_min_apply_delay %q", s)
+	}
+	return time.Duration(n) * unit, nil
 }
 
 func textValue(v driver.Value) string {

@@ -244,19 +244,31 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok b
 }
 
 // futile predicts whether waiting for a replica to replay pl.need can
-// succeed before the plan's deadline: a replica reaches a position about
-// its time lag after the primary passed it. A wait that cannot succeed is
-// not started: the read falls back at once.
+// succeed before the plan's deadline. A replica applies a commit no
+// sooner than its recovery_min_apply_delay after the primary wrote it, and
+// replays the bytes it lacks at the rate it was seen replaying. A wait
+// that no replica is predicted to end in time is not started: the read
+// falls back at once. Without a prediction (a paused replica, which may
+// have resumed since its probe; an idle one, whose rate is unknown) the
+// read waits as before.
 func (c *Connector) futile(pl *plan) bool {
+	now := time.Now()
 	passed, ok := c.primaryLSNs.passedAt(pl.need)
 	if !ok {
-		passed = time.Now() // the primary reached it after its last sample
+		passed = now // the primary reached it after its last sample
 	}
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
-		// A paused replica's lag says nothing of when it resumes: it may
-		// have resumed since its last probe. Wait for it as before.
-		if v.status.paused || !passed.Add(v.lag).After(pl.deadline) {
+		if v.status.paused {
+			return false
+		}
+		ready := passed.Add(v.status.applyDelay)
+		if behind := pl.need - min(pl.need, LSN(v.n.replay.Load())); behind > 0 && v.status.replayRate > 0 {
+			if r := now.Add(time.Duration(float64(behind) / v.status.replayRate * float64(time.Second))); r.After(ready) {
+				ready = r
+			}
+		}
+		if !ready.After(pl.deadline) {
 			return false
 		}
 	}
