@@ -48,7 +48,7 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtClass) bool {
 // its result with the inner driver's own round trips and statements.
 func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 	m := c.marksFor(pl.topo.sysid)
-	t := m.issue(pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtClass{}))
+	t := m.issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtClass{}))
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, m, t, true)
 	c.captureSoon(m)
 }
@@ -64,7 +64,7 @@ func (c *Connector) readOnPrimary(pl *plan, p *physical) {
 		return
 	}
 	m := c.marksFor(pl.topo.sysid)
-	t := m.issue(false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtClass{}))
+	t := m.issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtClass{}))
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, m, t, false)
 	c.captureSoon(m)
 }

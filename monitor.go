@@ -65,7 +65,7 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 		pctx, cancel := context.WithTimeout(ctx, m.c.cfg.ConnectTimeout)
 		st := m.c.probe(pctx, n)
 		cancel()
-		if marks != nil && st.err == nil && st.role == rolePrimary && !marks.async.Load() {
+		if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {
 			// pg_current_wal_lsn() is at or past the flush position, so past
 			// every synchronous commit that returned before the probe.
 			marks.cover(ticket, reachableLSN(st.lsn))

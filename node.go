@@ -60,8 +60,8 @@ type nodeStatus struct {
 	// idle). Together they predict when it reaches a position.
 	applyDelay time.Duration
 	replayRate float64
-	at           time.Time     // when the probe answered
-	rtt          time.Duration // probe round trip
+	at         time.Time     // when the probe answered
+	rtt        time.Duration // probe round trip
 }
 
 func (s *nodeStatus) healthy() bool { return s != nil && s.err == nil && s.role != roleUnknown }

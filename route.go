@@ -212,7 +212,7 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok bool, err error) {
 	m := c.marksFor(pl.topo.sysid)
 	if m.covered.Load() < pl.pending {
-		if c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError {
+		if pl.pendingWrite && c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError {
 			select {
 			case c.fallbackSlots <- struct{}{}:
 				if l, err := c.leasePrimary(ctx, pl.topo, true); err == nil {

@@ -167,16 +167,20 @@ func (s *Session) notePending(sysid uint64, timeline uint32, m *clusterMarks, ti
 	}
 }
 
-// pendingFor returns the ticket a read on cluster sysid must wait for or
-// send to the primary (see plan.pending), 0 if none.
-func (s *Session) pendingFor(sysid uint64) uint64 {
+// pendingFor returns the ticket a read on cluster sysid must have
+// resolved (see plan.pending), 0 if none, and whether it is a write's
+// (which a read may instead send to the primary) rather than only the
+// bound of a read on the primary.
+func (s *Session) pendingFor(sysid uint64) (ticket uint64, write bool) {
 	if s == nil || sysid == 0 {
-		return 0
+		return 0, false
 	}
 	if p := s.pos(sysid, false); p != nil {
-		return p.settle()
+		if t := p.settle(); t != 0 {
+			return t, p.pendingWrite.Load() != 0
+		}
 	}
-	return 0
+	return 0, false
 }
 
 // raise max-merges a position into p.

@@ -41,16 +41,15 @@ var processWatermarks sync.Map // system identifier → *clusterMarks
 // for it, which keeps session reads on replicas under heavy write load.
 type clusterMarks struct {
 	all, shared atomic.Uint64 // LSNs
-	// issued counts tickets; sharedIssued is the highest ticket of a
-	// write made without a Session; covered the highest ticket whose
-	// position is in all (and, if shared, in shared).
-	issued, sharedIssued, covered atomic.Uint64
-	// issuedAt is when the latest ticket was issued (unix ns).
+	// issued counts tickets; writeIssued is the highest ticket of a
+	// write, sharedIssued of a write made without a Session, asyncIssued
+	// of an operation that may have seen an asynchronous commit (whose
+	// commit is visible before it is flushed: a capture covering it reads
+	// the insert position); covered the highest ticket whose position is
+	// in all (and, if shared, in shared).
+	issued, writeIssued, sharedIssued, asyncIssued, covered atomic.Uint64
+	// issuedAt is when the latest write ticket was issued (unix ns).
 	issuedAt atomic.Int64
-	// async is set once a write may have committed asynchronously: its
-	// commit is visible before it is flushed, so captures read the insert
-	// position.
-	async atomic.Bool
 	// capturer is a connector that can run captures for readers without
 	// one of their own (Session.Token).
 	capturer atomic.Pointer[Connector]
@@ -102,8 +101,8 @@ type processLSNs struct {
 func (m *clusterMarks) snapshot() processLSNs {
 	covered := m.covered.Load()
 	p := processLSNs{all: LSN(m.all.Load()), shared: LSN(m.shared.Load())}
-	if is := m.issued.Load(); is > covered {
-		p.pendingAll = is
+	if w := m.writeIssued.Load(); w > covered {
+		p.pendingAll = w
 		p.pendingSince = time.Unix(0, m.issuedAt.Load())
 	}
 	if s := m.sharedIssued.Load(); s > covered {
@@ -114,17 +113,27 @@ func (m *clusterMarks) snapshot() processLSNs {
 
 // issue hands out a ticket for an operation that has completed: a write
 // (shared when made without a Session) or a session's read on the
-// primary. async marks a write that may have committed asynchronously.
-func (m *clusterMarks) issue(shared, async bool) uint64 {
-	if async {
-		m.async.Store(true)
-	}
+// primary. async marks one that may have committed, or seen, an
+// asynchronous commit.
+func (m *clusterMarks) issue(write, shared, async bool) uint64 {
 	t := m.issued.Add(1)
-	m.issuedAt.Store(time.Now().UnixNano())
+	if async {
+		atomicMax(&m.asyncIssued, t)
+	}
+	if write {
+		m.issuedAt.Store(time.Now().UnixNano())
+		atomicMax(&m.writeIssued, t)
+	}
 	if shared {
 		atomicMax(&m.sharedIssued, t)
 	}
 	return t
+}
+
+// needsInsertLSN reports whether a capture covering the tickets after
+// covered must read the insert position (see asyncIssued).
+func (m *clusterMarks) needsInsertLSN() bool {
+	return m.asyncIssued.Load() > m.covered.Load()
 }
 
 // resolve returns once ticket is covered: it joins the running capture if
@@ -151,7 +160,7 @@ func (m *clusterMarks) resolve(ctx context.Context, c *Connector, ticket uint64)
 		prev := m.covered.Load()
 		m.mu.Unlock()
 
-		lsn, err := c.readPrimaryLSN(ctx, m.async.Load())
+		lsn, err := c.readPrimaryLSN(ctx, m.needsInsertLSN())
 
 		m.mu.Lock()
 		if err == nil {
