@@ -49,6 +49,9 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtClass) bool {
 func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 	m := c.marksFor(pl.topo.sysid)
 	t := m.issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtClass{}))
+	if m.capturer.Load() != c {
+		m.capturer.Store(c) // the latest writer can read its position
+	}
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, m, t, true)
 	c.captureSoon(m)
 }

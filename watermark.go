@@ -50,8 +50,8 @@ type clusterMarks struct {
 	issued, writeIssued, sharedIssued, asyncIssued, covered atomic.Uint64
 	// issuedAt is when the latest write ticket was issued (unix ns).
 	issuedAt atomic.Int64
-	// capturer is a connector that can run captures for readers without
-	// one of their own (Session.Token).
+	// capturer is the connector that wrote last: it runs captures for
+	// readers without a connector of their own (Session.Token).
 	capturer atomic.Pointer[Connector]
 
 	mu      sync.Mutex
