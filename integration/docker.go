@@ -304,6 +304,30 @@ func (s *dockerServers) alive(n *node) bool {
 	return err == nil && c.State.Running
 }
 
+// pid returns the host's number of the container's PID 1, the
+// postmaster, provided this machine sees the engine's processes (the
+// engine runs here, not in a virtual machine): /proc/<pid>/cmdline must
+// name postgres.
+func (s *dockerServers) pid(n *node) (int, error) {
+	r := s.ctr(n)
+	if r == nil {
+		return 0, fmt.Errorf("integration: node %d has no container", n.index)
+	}
+	c, err := s.pool.Client.InspectContainer(r.Container.ID)
+	if err != nil {
+		return 0, fmt.Errorf("integration: inspecting container %s: %w", s.containerName(n), err)
+	}
+	if !c.State.Running || c.State.Pid <= 0 {
+		return 0, fmt.Errorf("integration: container %s is not running", s.containerName(n))
+	}
+	cmd, err := os.ReadFile("/proc/" + strconv.Itoa(c.State.Pid) + "/cmdline")
+	if err != nil || !bytes.HasPrefix(cmd, []byte("postgres")) {
+		return 0, fmt.Errorf("integration: the postmaster of container %s (pid %d in the engine's namespace) is not visible here",
+			s.containerName(n), c.State.Pid)
+	}
+	return c.State.Pid, nil
+}
+
 func (s *dockerServers) logTail(n *node, lines int) (string, string) {
 	r := s.ctr(n)
 	if r == nil {

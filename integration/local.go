@@ -283,6 +283,17 @@ func (s *localServers) alive(n *node) bool {
 	return len(serverProcs(p.real, readPid(p.data))) > 0
 }
 
+func (s *localServers) pid(n *node) (int, error) {
+	p := s.proc(n)
+	s.mu.Lock()
+	pid := p.pid
+	s.mu.Unlock()
+	if pid == 0 {
+		return 0, fmt.Errorf("integration: node %d has no postmaster", n.index)
+	}
+	return pid, nil
+}
+
 func (s *localServers) logTail(n *node, lines int) (string, string) {
 	p := s.proc(n)
 	if p == nil {

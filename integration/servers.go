@@ -43,6 +43,9 @@ type servers interface {
 	kill(n *node) error
 	// alive reports whether a server of n runs, whatever Cluster believes.
 	alive(n *node) bool
+	// pid returns the process id of n's running postmaster as this
+	// machine's /proc numbers it, or an error saying why it is unknown.
+	pid(n *node) (int, error)
 	// logTail returns the name and the last lines of n's server log.
 	logTail(n *node, lines int) (name, tail string)
 	// close removes every server and everything they kept on disk. The

@@ -19,6 +19,13 @@
 //     machine. The classic benchmarks (BenchmarkReadEventual, …) add
 //     allocations and client CPU per operation; BenchmarkCaptureFloor
 //     prices the LSN read with pgconn alone.
+//   - BenchmarkWriteCapacity measures the primary's side of writes under
+//     1, 4 and 16 concurrent writers: writes/s, statements and the
+//     server's CPU time per write (pgreplica over pgx against plain pgx).
+//   - BenchmarkWriteThenRead times a write followed at once by a read of
+//     the row written, with the process default and with a Session;
+//     BenchmarkFutileWait does the same with every replica 300 ms behind,
+//     where waiting for a replica cannot succeed.
 //
 // The benchmarks only run with -bench:
 //

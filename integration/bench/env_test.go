@@ -73,6 +73,9 @@ type env struct {
 	selectSQL string
 	insertSQL string
 	returnSQL string
+	// insertIDSQL inserts a row with an id chosen by the caller, for a
+	// benchmark that reads that row back.
+	insertIDSQL string
 }
 
 // createTable (re)creates table on the primary with seedRows rows.
@@ -99,11 +102,12 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := &env{
-		drv:       drv,
-		session:   pgreplica.NewSession(),
-		selectSQL: "SELECT v FROM " + table + " WHERE id = $1",
-		insertSQL: "INSERT INTO " + table + " (v) VALUES ($1)",
-		returnSQL: "INSERT INTO " + table + " (v) VALUES ($1) RETURNING id",
+		drv:         drv,
+		session:     pgreplica.NewSession(),
+		selectSQL:   "SELECT v FROM " + table + " WHERE id = $1",
+		insertSQL:   "INSERT INTO " + table + " (v) VALUES ($1)",
+		returnSQL:   "INSERT INTO " + table + " (v) VALUES ($1) RETURNING id",
+		insertIDSQL: "INSERT INTO " + table + " (id, v) VALUES ($1, $2)",
 	}
 	e.primary = openDB(tb, directName(drv), ep.nodeDSN(cluster.Primary()))
 	e.replica = openDB(tb, directName(drv), ep.nodeDSN(1))

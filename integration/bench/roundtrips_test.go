@@ -170,7 +170,7 @@ const countSQL = `SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
 
 // newStatementCounter returns nil, and says so in the log, when the
 // servers were started without pg_stat_statements.
-func newStatementCounter(t *testing.T, ctx context.Context) *statementCounter {
+func newStatementCounter(t testing.TB, ctx context.Context) *statementCounter {
 	t.Helper()
 	p := cluster.Primary()
 	libs, err := cluster.QueryString(ctx, p, "SHOW shared_preload_libraries")
@@ -193,18 +193,27 @@ func newStatementCounter(t *testing.T, ctx context.Context) *statementCounter {
 }
 
 // total returns the calls so far summed over all nodes, or -1.
-func (sc *statementCounter) total(t *testing.T, ctx context.Context) int64 {
+func (sc *statementCounter) total(t testing.TB, ctx context.Context) int64 {
 	t.Helper()
 	if sc == nil {
 		return -1
 	}
 	var sum int64
-	for i, db := range sc.nodes {
-		var n int64
-		if err := db.QueryRowContext(ctx, countSQL).Scan(&n); err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		sum += n
+	for i := range sc.nodes {
+		sum += sc.onNode(t, ctx, i)
 	}
 	return sum
+}
+
+// onNode returns the calls so far on node i alone, or -1.
+func (sc *statementCounter) onNode(t testing.TB, ctx context.Context, i int) int64 {
+	t.Helper()
+	if sc == nil {
+		return -1
+	}
+	var n int64
+	if err := sc.nodes[i].QueryRowContext(ctx, countSQL).Scan(&n); err != nil {
+		t.Fatalf("node %d: %v", i, err)
+	}
+	return n
 }

@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgreplica/pgreplica"
+)
+
+// capacityWriters are the numbers of concurrent writers of
+// BenchmarkWriteCapacity: one (latency-bound), a few, and more than the
+// machine has cores (the primary is the bottleneck).
+var capacityWriters = []int{1, 4, 16}
+
+// capacityConns bounds each side's connections to the primary, the same on
+// both: database/sql's MaxOpenConns (and MaxIdleConns, so that no
+// connection is closed and reopened between writes) on both handles, and
+// pgreplica's physical pool per host.
+const capacityConns = 20
+
+// capacityBlock is how many writes one side does in a round before the
+// other side takes its turn: long enough for the writers to reach their
+// steady state, short enough that both sides see the same machine load.
+const capacityBlock = 1024
+
+// BenchmarkWriteCapacity measures what the primary can take and what each
+// write costs it, with 1, 4 and 16 concurrent writers doing autocommit
+// INSERTs through ExecContext, plain pgx (sql.Open("pgx", primary)) against
+// pgreplica over pgx (which also captures every write's LSN, however it
+// does it). Users adopt replicas because the primary is their scarce
+// resource: a driver that doubles the primary's work per write halves its
+// capacity even when each write's latency looks fine.
+//
+// b.N is the number of writes per side. They run in rounds of
+// capacityBlock writes per side, the sides alternating and swapping order
+// every round, so that both see the same load on a shared machine; ns/op
+// is the time of one write on each side, meter readings excluded. Per
+// side, over the whole run, it reports:
+//
+//   - direct-writes/s, pgreplica-writes/s: writes over the time the side's
+//     writers ran;
+//   - ratio-writes/s: the median over rounds of pgreplica's writes/s over
+//     direct's in the same round (the capacity goal is stated in it);
+//   - direct-stmts/write, pgreplica-stmts/write: statements the primary
+//     ran (pg_stat_statements, sum(calls), pgreplica's topology probe
+//     excluded) per write;
+//   - direct-cpu-us/write, pgreplica-cpu-us/write: CPU time of the
+//     primary's postmaster and all its processes (serverCPU) per write,
+//     in µs, and ratio-cpu/write, pgreplica's over direct's. The
+//     background work of both handles (pgreplica's monitor probes the
+//     primary a few times a second) runs during both sides' turns.
+//
+// CPU per write needs a few thousand writes per side to be more than
+// scheduler noise; with -benchtime 200x only the statements are exact.
+func BenchmarkWriteCapacity(b *testing.B) {
+	for _, writers := range capacityWriters {
+		b.Run("writers="+strconv.Itoa(writers), func(b *testing.B) { benchWriteCapacity(b, writers) })
+	}
+}
+
+// capacitySide is one side of BenchmarkWriteCapacity and what it did.
+type capacitySide struct {
+	name    string
+	db      *sql.DB
+	writes  int64
+	elapsed time.Duration // wall time of its writers
+	work    primaryWork   // on the primary, summed over its rounds
+}
+
+func benchWriteCapacity(b *testing.B, writers int) {
+	cluster.Need(b)
+	ctx := context.Background()
+	createTable(b, "bench")
+	meter := newPrimaryMeter(b, ctx)
+	ep := clusterEndpoints()
+	direct := openDB(b, "pgx", ep.nodeDSN(cluster.Primary()))
+	routed := openDB(b, pgreplica.DriverName, ep.clusterDSN()+
+		"&pgreplica_driver=pgx&application_name=pgreplica_bench"+
+		"&pgreplica_max_conns_per_host="+strconv.Itoa(capacityConns))
+	sides := []*capacitySide{{name: "direct", db: direct}, {name: "pgreplica", db: routed}}
+	const insert = "INSERT INTO bench (v) VALUES ($1)"
+	for _, s := range sides {
+		s.db.SetMaxOpenConns(capacityConns)
+		s.db.SetMaxIdleConns(capacityConns)
+		// Open every writer's connection and fill the statement caches.
+		if _, err := concurrentWrites(ctx, s.db, insert, writers, writers*warmup); err != nil {
+			b.Fatalf("%s warm-up: %v", s.name, err)
+		}
+	}
+	var ratios []float64
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round++ {
+		n := min(capacityBlock, b.N-done)
+		var took [2]time.Duration
+		for k := range sides {
+			i := (k + round) % 2 // direct first in even rounds
+			s := sides[i]
+			b.StopTimer()
+			before := meter.begin(b, ctx)
+			b.StartTimer()
+			elapsed, err := concurrentWrites(ctx, s.db, insert, writers, n)
+			b.StopTimer()
+			if err != nil {
+				b.Fatalf("%s: %v", s.name, err)
+			}
+			s.add(n, elapsed, meter.end(b, ctx).since(before))
+			took[i] = elapsed
+			b.StartTimer()
+		}
+		// Same n on both sides: the ratio of writes/s is the inverse
+		// ratio of the times.
+		ratios = append(ratios, float64(took[0])/float64(took[1]))
+		done += n
+	}
+	b.StopTimer()
+	if len(ratios) == 0 {
+		return // b.N == 0
+	}
+	d, p := sides[0], sides[1]
+	for _, s := range sides {
+		b.ReportMetric(float64(s.writes)/s.elapsed.Seconds(), s.name+"-writes/s")
+		if s.work.statements >= 0 {
+			b.ReportMetric(float64(s.work.statements)/float64(s.writes), s.name+"-stmts/write")
+		}
+		if s.work.cpu >= 0 {
+			b.ReportMetric(float64(s.work.cpu)/float64(time.Microsecond)/float64(s.writes), s.name+"-cpu-us/write")
+		}
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "ratio-writes/s")
+	if d.work.cpu > 0 && p.work.cpu >= 0 {
+		b.ReportMetric((float64(p.work.cpu)/float64(p.writes))/(float64(d.work.cpu)/float64(d.writes)), "ratio-cpu/write")
+	}
+}
+
+// add records one round of the side: n writes in elapsed, costing the
+// primary w. What is unknown in w stays unknown in the total.
+func (s *capacitySide) add(n int, elapsed time.Duration, w primaryWork) {
+	if s.writes == 0 {
+		s.work = w
+	} else {
+		if s.work.statements >= 0 {
+			s.work.statements = known(w.statements, s.work.statements+w.statements)
+		}
+		if s.work.cpu >= 0 {
+			s.work.cpu = time.Duration(known(int64(w.cpu), int64(s.work.cpu+w.cpu)))
+		}
+	}
+	s.writes += int64(n)
+	s.elapsed += elapsed
+}
+
+// known returns sum unless part, a reading it includes, is unknown (< 0).
+func known(part, sum int64) int64 {
+	if part < 0 {
+		return -1
+	}
+	return sum
+}
+
+// concurrentWrites runs n autocommit INSERTs of query on db from writers
+// goroutines, each taking the next write until none is left, and returns
+// the time they took together.
+func concurrentWrites(ctx context.Context, db *sql.DB, query string, writers, n int) (time.Duration, error) {
+	var left atomic.Int64
+	left.Store(int64(n))
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				if _, err := db.ExecContext(ctx, query, "x"); err != nil {
+					errs[g] = fmt.Errorf("writer %d: %w", g, err)
+					left.Store(0)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), errors.Join(errs...)
+}
