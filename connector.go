@@ -38,6 +38,11 @@ type Connector struct {
 	captureScheduled atomic.Bool
 	captureMu        sync.Mutex
 	captureTimer     *time.Timer
+	// captureConn is the primary connection captures run on.
+	captureConnMu sync.Mutex
+	captureConn   driver.Conn
+	captureNode   *node
+	captureClosed bool
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
 	metrics     metrics
@@ -214,6 +219,7 @@ func (c *Connector) Close() error {
 			c.cancel()
 		}
 		c.wg.Wait()
+		c.closeCaptureConn()
 		taken := 0
 		for _, n := range c.nodes {
 			taken += n.pool.close()

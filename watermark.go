@@ -197,15 +197,49 @@ func (m *clusterMarks) cover(ticket uint64, lsn LSN) {
 }
 
 // readPrimaryLSN reads the primary's flush position (the insert position
-// when a commit may have been asynchronous) on a connection of its own.
+// when a commit may have been asynchronous) on a connection of its own,
+// kept for captures: they never wait for a pooled connection behind the
+// statements they serve, nor take one from them.
 func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
-	l, err := c.leasePrimary(ctx, c.topo.Load(), false)
-	if err != nil {
-		return 0, err
+	c.captureConnMu.Lock()
+	defer c.captureConnMu.Unlock()
+	if c.captureClosed {
+		return 0, ErrClosed
 	}
-	lsn, err := queryLSN(ctx, l.p.conn, lsnSQL(async))
-	l.release(err)
+	pv := c.topo.Load().primaryNode()
+	if pv == nil {
+		return 0, c.topo.Load().writeErr
+	}
+	if c.captureConn != nil && c.captureNode != pv.n {
+		c.captureConn.Close() // the primary changed
+		c.captureConn = nil
+	}
+	if c.captureConn == nil {
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+		conn, err := pv.n.inner.Connect(cctx)
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+		c.captureConn, c.captureNode = conn, pv.n
+	}
+	lsn, err := queryLSN(ctx, c.captureConn, lsnSQL(async))
+	if err != nil {
+		c.captureConn.Close()
+		c.captureConn = nil
+	}
 	return lsn, err
+}
+
+// closeCaptureConn closes the capture connection (Close).
+func (c *Connector) closeCaptureConn() {
+	c.captureConnMu.Lock()
+	defer c.captureConnMu.Unlock()
+	c.captureClosed = true
+	if c.captureConn != nil {
+		c.captureConn.Close()
+		c.captureConn = nil
+	}
 }
 
 // captureDelay is how long after a write the background capture starts:
