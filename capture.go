@@ -52,7 +52,7 @@ func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 	if m.capturer.Load() != c {
 		m.capturer.Store(c) // the latest writer can read its position
 	}
-	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, m, t, true)
+	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, true)
 	c.captureSoon(m)
 }
 
@@ -68,6 +68,6 @@ func (c *Connector) readOnPrimary(pl *plan, p *physical) {
 	}
 	m := c.marksFor(pl.topo.sysid)
 	t := m.issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtClass{}))
-	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, m, t, false)
+	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, false)
 	c.captureSoon(m)
 }

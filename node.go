@@ -62,6 +62,11 @@ type nodeStatus struct {
 	replayRate float64
 	at         time.Time     // when the probe answered
 	rtt        time.Duration // probe round trip
+	// sent is when the probe was sent, on a connection open since
+	// connSince: a position it read is at or past anything a statement
+	// on the same server finished before sent could have seen, when that
+	// statement started after connSince (no restart in between).
+	sent, connSince time.Time
 }
 
 func (s *nodeStatus) healthy() bool { return s != nil && s.err == nil && s.role != roleUnknown }
@@ -105,8 +110,9 @@ type node struct {
 	probes atomic.Int64
 
 	// probeConn and failures belong to the node's monitor goroutine.
-	probeConn driver.Conn
-	failures  int
+	probeConn   driver.Conn
+	probeConnAt time.Time
+	failures    int
 }
 
 // observeReplay raises the cached replay LSN (never lowers it).
@@ -165,7 +171,7 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 		if err != nil {
 			return nil, err
 		}
-		n.probeConn = c
+		n.probeConn, n.probeConnAt = c, time.Now()
 	}
 	// The round trip is timed without connection setup, which would
 	// skew the latency policy's EWMA.
@@ -179,7 +185,7 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	if err := rows.Next(vals); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	st := &nodeStatus{role: rolePrimary}
+	st := &nodeStatus{role: rolePrimary, sent: start, connSince: n.probeConnAt}
 	if !fresh {
 		// The first query on a new connection also prepares the statement:
 		// not a round trip worth comparing.

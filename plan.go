@@ -46,6 +46,15 @@ type plan struct {
 	// zone first (see plan.replicas); tried those that failed it.
 	fresh nodeSet
 	tried nodeSet
+	// prefer is the replica of the session's last read, which serves the
+	// read without a bound on that read when it can (affinity), on a
+	// connection older than preferSince; otherwise the read needs at
+	// least lastReadBound (when known from the snapshot's samples; see
+	// Connector.boundLastRead).
+	prefer             *node
+	preferSince        time.Time
+	lastReadBound      LSN
+	lastReadBoundKnown bool
 }
 
 // decide turns a statement into a plan: a pure function of the topology
@@ -110,8 +119,31 @@ func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process p
 		// the configured lag bounds apply.
 		pl.maxLag, pl.maxLagBytes = cfg.MaxLag, cfg.MaxLagBytes
 	}
+	if kind == readPosition {
+		pl.affinity(t)
+	}
 	pl.fresh = pl.replicas(true)
 	return pl, nil
+}
+
+// affinity sets the plan's preference for the replica of the session's
+// last replica read on this cluster, and the bound on that read known from
+// the snapshot: a sample of that replica, or of the primary, read after it.
+func (pl *plan) affinity(t *topology) {
+	n, start, end := pl.session.lastRead(t.sysid)
+	if n == nil {
+		return
+	}
+	pl.prefer, pl.preferSince = n, start
+	if n.idx < len(t.nodes) && t.nodes[n.idx].n == n {
+		if st := &t.nodes[n.idx].status; st.err == nil && st.role == roleReplica && st.sent.After(end) && st.connSince.Before(start) {
+			pl.lastReadBound, pl.lastReadBoundKnown = st.lsn, true
+			return
+		}
+	}
+	if p := t.primaryNode(); p != nil && p.status.sent.After(end) {
+		pl.lastReadBound, pl.lastReadBoundKnown = reachableLSN(p.status.lsn), true
+	}
 }
 
 // tokened reports a read with a position requirement (session, token,

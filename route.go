@@ -26,6 +26,9 @@ type lease struct {
 	slot bool
 	// known is the replica's replay position known before the statement.
 	known LSN
+	// start is when the statement was about to be sent; created when the
+	// physical connection was opened.
+	start, created time.Time
 }
 
 // release gives the connection back (closing it when err says it is
@@ -161,7 +164,8 @@ func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (l
 func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool) lease {
 	p := res.Value()
 	p.node.inflight.Add(1)
-	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: LSN(p.node.replay.Load())}
+	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: LSN(p.node.replay.Load()),
+		start: time.Now(), created: res.CreationTime()}
 }
 
 // leaseReplica borrows a connection to a replica that satisfies the plan.
@@ -169,6 +173,14 @@ func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool
 // otherwise the read waits for one (awaitReplica). A replica that refuses
 // connections is left out and the next one tried.
 func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
+	if pl.prefer != nil {
+		if l, ok := c.leaseAffine(ctx, pl); ok {
+			return l, nil
+		}
+		if err := c.boundLastRead(ctx, pl); err != nil {
+			return lease{}, err
+		}
+	}
 	for set := pl.fresh.without(pl.tried); set != 0; set = pl.replicas(true) {
 		i := pick(c.picker, pl.topo, set)
 		res, err := pl.topo.nodes[i].n.pool.acquire(ctx)
@@ -201,6 +213,56 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		}
 	}
 	return lease{}, noReplicaError(pl)
+}
+
+// leaseAffine serves a session's read on the replica its last read used
+// (pl.prefer), on a connection older than that read: the server has not
+// restarted since (a restart ends every connection), replay only moves
+// forward, so the read cannot see less than the last one did and no bound
+// on the last read is needed. Reports false when that is not possible.
+func (c *Connector) leaseAffine(ctx context.Context, pl *plan) (lease, bool) {
+	i := pl.prefer.idx
+	if !pl.fresh.has(i) || pl.tried.has(i) || pl.topo.nodes[i].n != pl.prefer {
+		return lease{}, false
+	}
+	res, err := pl.prefer.pool.acquire(ctx)
+	if err != nil {
+		return lease{}, false
+	}
+	if !res.CreationTime().Before(pl.preferSince) {
+		pl.prefer.pool.release(res, nil) // newer than the read: maybe another incarnation
+		return lease{}, false
+	}
+	return c.newLease(res, true, false), true
+}
+
+// boundLastRead makes a session read that leaves the replica of the
+// session's last read see at least what that read could have seen: a
+// position of that replica read after it (on a probe connection open
+// since before it), else of the primary read after it, from the snapshot;
+// else a capture of the primary's position now (one statement, shared).
+func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
+	bound, ok := pl.lastReadBound, pl.lastReadBoundKnown
+	if !ok {
+		m := c.marksFor(pl.topo.sysid)
+		t := m.issue(false, false, false)
+		rctx, cancel := context.WithDeadline(ctx, pl.deadline)
+		err := m.resolve(rctx, c, t)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			bound = ^LSN(0) >> 1 // unknown: no replica can be proven
+		} else {
+			bound = LSN(m.all.Load())
+		}
+	}
+	pl.need = max(pl.need, bound)
+	pl.session.advance(bound, pl.topo.timeline, pl.topo.sysid)
+	pl.prefer = nil
+	pl.fresh = pl.replicas(true)
+	return nil
 }
 
 // readAfterWrite handles a read that needs a write whose position is not
@@ -400,27 +462,10 @@ func (c *Connector) boundRead(ctx context.Context, pl *plan, l *lease) error {
 	case pl.session == nil:
 		return nil
 	case l.replica:
-		return c.boundReplicaRead(ctx, pl, l.p)
+		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksFor(pl.topo.sysid), l.p.node, l.start, time.Now())
+		return nil
 	}
 	c.readOnPrimary(pl, l.p)
-	return nil
-}
-
-// boundReplicaRead gives a session monotonic reads. PostgreSQL does not
-// say which WAL position a replica's snapshot reflects, so the replay
-// position read on the same connection after the read is the bound: the
-// snapshot is at or before it. Raising the session to what the replica was
-// known to have *before* the read is not enough: the read may have seen
-// more, and a later read on a replica between the two would go back in
-// time. This costs one small round trip per replica read made with a
-// Session (not for tokens, the process default or eventual reads).
-func (c *Connector) boundReplicaRead(ctx context.Context, pl *plan, p *physical) error {
-	replay, err := queryLSN(ctx, p.conn, replaySQL)
-	if err != nil {
-		return err
-	}
-	p.node.observeReplay(replay)
-	pl.session.advance(replay, pl.topo.timeline, pl.topo.sysid)
 	return nil
 }
 

@@ -90,6 +90,15 @@ type sessionPos struct {
 	// cover them (see clusterMarks). 0: none.
 	pending, pendingWrite atomic.Uint64
 	marks                 atomic.Pointer[clusterMarks]
+	// via is the connector of the session's last operation on the
+	// cluster: it reads pending positions for Token and Snapshot.
+	via atomic.Pointer[Connector]
+	// lastNode is the replica of the session's last replica read on this
+	// cluster, which ran from lastStart to lastEnd (unix ns): until a
+	// position read after it is folded into the watermark, a read
+	// elsewhere must first be bounded by one (see plan.affinity).
+	lastNode           atomic.Pointer[node]
+	lastStart, lastEnd atomic.Int64
 }
 
 // settle folds the position of covered tickets into the watermark (the
@@ -116,21 +125,26 @@ func (p *sessionPos) settle() uint64 {
 	return p.settle() // a newer ticket arrived meanwhile
 }
 
-// resolvePending reads the positions still pending (one statement on the
-// primary, shared with other callers), for Token and Snapshot, which
-// must carry them. A position that cannot be read (the primary is
-// unreachable) is replaced by one no replica reaches: the next reads go
-// to the primary rather than miss a write.
+// resolvePending reads the positions still pending, for Token, Snapshot
+// and the accessors, which must carry them: those of writes and primary
+// reads, and the bound on the last replica read (a position of the
+// primary read after it). One statement on the primary, shared with other
+// callers. A position that cannot be read (the primary is unreachable) is
+// replaced by one no replica reaches: the next reads go to the primary
+// rather than miss a write or go back in time.
 func (p *sessionPos) resolvePending() {
 	t := p.settle()
-	if t == 0 {
+	last := p.lastNode.Load()
+	if t == 0 && last == nil {
 		return
 	}
-	m := p.marks.Load()
-	c := m.capturer.Load()
-	if c == nil {
+	m, c := p.marks.Load(), p.via.Load()
+	if m == nil || c == nil {
 		p.raise(unreachableLSN, 0)
 		return
+	}
+	if last != nil {
+		t = max(t, m.issue(false, false, false)) // issued after the read ended
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ConnectTimeout)
 	defer cancel()
@@ -138,7 +152,46 @@ func (p *sessionPos) resolvePending() {
 		p.raise(unreachableLSN, 0)
 		return
 	}
+	if last != nil {
+		p.raise(LSN(m.all.Load()), 0)
+		p.lastNode.CompareAndSwap(last, nil)
+	}
 	p.settle()
+}
+
+// noteReplicaRead records a read of the session on replica n of cluster
+// sysid, from start to end. Successive reads of a session record in
+// order; concurrent reads of one session are not ordered anyway.
+func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n *node, start, end time.Time) {
+	if s == nil || sysid == 0 {
+		return
+	}
+	p := s.pos(sysid, true)
+	if p == nil {
+		return // past the bound: serves monotonic reads only (see Session)
+	}
+	p.marks.Store(m)
+	p.via.Store(c)
+	p.lastStart.Store(start.UnixNano())
+	p.lastEnd.Store(end.UnixNano())
+	p.lastNode.Store(n)
+}
+
+// lastRead returns the session's last replica read on cluster sysid:
+// its replica and when it ran (nil when none is outstanding).
+func (s *Session) lastRead(sysid uint64) (n *node, start, end time.Time) {
+	if s == nil || sysid == 0 {
+		return nil, time.Time{}, time.Time{}
+	}
+	p := s.pos(sysid, false)
+	if p == nil {
+		return nil, time.Time{}, time.Time{}
+	}
+	n = p.lastNode.Load()
+	if n == nil {
+		return nil, time.Time{}, time.Time{}
+	}
+	return n, time.Unix(0, p.lastStart.Load()), time.Unix(0, p.lastEnd.Load())
 }
 
 // notePending records an operation on cluster sysid whose position will
@@ -146,7 +199,7 @@ func (p *sessionPos) resolvePending() {
 // be lost: past the bound it overflows the session, and it counts in
 // WriteCount) or a read on the primary (which serves monotonic reads only
 // and is dropped past the bound).
-func (s *Session) notePending(sysid uint64, timeline uint32, m *clusterMarks, ticket uint64, write bool) {
+func (s *Session) notePending(sysid uint64, timeline uint32, c *Connector, m *clusterMarks, ticket uint64, write bool) {
 	if s == nil {
 		return
 	}
@@ -155,6 +208,7 @@ func (s *Session) notePending(sysid uint64, timeline uint32, m *clusterMarks, ti
 	case p != nil:
 		p.raise(0, timeline)
 		p.marks.Store(m)
+		p.via.Store(c)
 		atomicMax(&p.pending, ticket)
 		if write {
 			atomicMax(&p.pendingWrite, ticket)
