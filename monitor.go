@@ -120,6 +120,13 @@ func (m *monitor) allProbed() bool {
 	return true
 }
 
+// changedCh returns a channel closed at the next rebuild of the topology.
+func (m *monitor) changedCh() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
 // pokeAll asks every node for an early probe (a write failed: maybe a
 // failover).
 func (m *monitor) pokeAll() {

@@ -135,7 +135,7 @@ func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
 	if err := c.takeFallbackSlot(ctx, pl.deadline); err != nil {
 		return lease{}, err
 	}
-	l, err = c.leasePrimary(ctx, pl.topo, true)
+	l, err = c.leasePrimary(ctx, c.topo.Load(), true) // the latest primary
 	if err != nil {
 		<-c.fallbackSlots
 	}
@@ -285,14 +285,11 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok b
 			default:
 			}
 		}
-		rctx, cancel := context.WithDeadline(ctx, pl.deadline)
-		err := m.resolve(rctx, c, pl.pending)
-		cancel()
-		if err != nil {
+		if err := c.resolveUntil(ctx, m, pl.pending, pl.deadline); err != nil {
 			if ctx.Err() != nil {
 				return lease{}, false, ctx.Err()
 			}
-			// The position cannot be read (the primary is unreachable):
+			// The position cannot be read (no primary during a failover):
 			// no replica can be proven to have the write.
 			pl.fresh, pl.need = 0, ^LSN(0)>>1
 			return lease{}, false, nil
@@ -303,6 +300,24 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok b
 	pl.pending = 0
 	pl.fresh = pl.replicas(true)
 	return lease{}, false, nil
+}
+
+// resolveUntil resolves ticket, trying again while it fails (a failover:
+// the new primary may be known in a moment) until deadline.
+func (c *Connector) resolveUntil(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) error {
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for {
+		err := m.resolve(rctx, c, ticket)
+		if err == nil || rctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-c.mon.changedCh():
+		case <-rctx.Done():
+			return err
+		}
+	}
 }
 
 // futile predicts whether waiting for a replica to replay pl.need can
