@@ -107,5 +107,5 @@ func primaryReads(tb testing.TB, db *sql.DB) int64 {
 		tb.Fatal(err)
 	}
 	st := c.Stats()
-	return st.PrimaryReads + st.FallbackReads
+	return st.PrimaryReads + st.FallbackReads + st.RecentWriteReads
 }

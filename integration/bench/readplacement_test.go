@@ -29,7 +29,7 @@ func placementOf(tb testing.TB, db *sql.DB) readPlacement {
 	st := c.Stats()
 	return readPlacement{
 		replica: st.ReplicaReads,
-		primary: st.PrimaryReads + st.FallbackReads,
+		primary: st.PrimaryReads + st.FallbackReads + st.RecentWriteReads,
 		wait:    st.Wait.Sum,
 	}
 }

@@ -75,9 +75,15 @@ func Run(t testing.TB, ctx context.Context, cluster *integration.Cluster, db *sq
 	}
 
 	cluster.PauseReplicas(t)
-	sctx := pgreplica.WithSession(ctx, pgreplica.NewSession())
+	sess := pgreplica.NewSession()
+	sctx := pgreplica.WithSession(ctx, sess)
 	exec(sctx, "INSERT INTO "+tbl+" (v) VALUES ('fresh')")
 	exec(sctx, "INSERT INTO "+tbl+" (v) VALUES ('fresher')")
+	// The end of a request: its token carries the writes' position, read
+	// now. The next read knows it and waits for a replica that has it
+	// (rather than going straight to the primary, as a read of a write
+	// too young to have a known position does).
+	_ = sess.Token()
 	if err := db.QueryRowContext(sctx, "SELECT count(*) FROM "+tbl).Scan(&n); err != nil || n != writes+2 {
 		t.Fatalf("session read with replay paused: %d rows, %v; want %d from the primary", n, err, writes+2)
 	}
@@ -88,7 +94,7 @@ func Run(t testing.TB, ctx context.Context, cluster *integration.Cluster, db *sq
 }
 
 // Check checks that Run left its marks in Stats.
-func Check(t testing.TB, s pgreplica.Stats, writes, primaryReads int64) {
+func Check(t testing.TB, s pgreplica.Stats, primaryReads int64) {
 	t.Helper()
 	for _, c := range []struct {
 		what      string
@@ -101,7 +107,8 @@ func Check(t testing.TB, s pgreplica.Stats, writes, primaryReads int64) {
 		{"timeout failures", s.FailedReads[pgreplica.ReasonTimeout], 1},
 		{"tokened reads", s.TokenedReads, 3},
 		{"tokened fallbacks", s.TokenedFallbacks, 2},
-		{"LSN captures", s.LSNCaptures, writes + 2},
+		// One capture covers every write before it: at least one ran.
+		{"LSN captures", s.LSNCaptures, 1},
 		{"waits", s.Wait.Count, 3},
 	} {
 		if c.got < c.want {
