@@ -138,9 +138,9 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 	}
 	if cls.sessionState {
 		cn.pinned = &l
-		return cn.stickyRows(ctx, &pl, l.p, rows), nil
+		return cn.stickyRows(&pl, l.p, rows), nil
 	}
-	lr := &leasedRows{ctx: ctx, pl: pl, l: l}
+	lr := &leasedRows{pl: pl, l: l}
 	lr.Rows, lr.after = rows, lr
 	return lr, nil
 }
@@ -163,16 +163,16 @@ func (cn *conn) queryOn(ctx context.Context, pl *plan, p *physical, query string
 		cn.tx.noteStatement(cls)
 		return rows, nil
 	}
-	return cn.stickyRows(ctx, pl, p, rows), nil
+	return cn.stickyRows(pl, p, rows), nil
 }
 
 // stickyRows captures the LSN of a write outside a transaction once its
 // rows are done (INSERT … RETURNING on a pinned connection).
-func (cn *conn) stickyRows(ctx context.Context, pl *plan, p *physical, rows driver.Rows) driver.Rows {
+func (cn *conn) stickyRows(pl *plan, p *physical, rows driver.Rows) driver.Rows {
 	if !pl.capture {
 		return rows
 	}
-	cr := &capturingRows{c: cn.c, ctx: ctx, pl: *pl, p: p}
+	cr := &capturingRows{c: cn.c, pl: *pl, p: p}
 	cr.Rows, cr.after = rows, cr
 	return cr
 }

@@ -456,32 +456,28 @@ func (c *Connector) noteServed(ctx context.Context, pl *plan, l *lease) {
 }
 
 // finish does what a statement's plan asks once its results are consumed:
-// a write through Query has its LSN captured; a read of a session raises
-// the session past what the read could have seen.
-func (c *Connector) finish(ctx context.Context, pl *plan, l *lease) error {
+// a write through Query is recorded (its position is read later); a read
+// of a session leaves what bounds the session's next read.
+func (c *Connector) finish(pl *plan, l *lease) {
 	switch {
 	case pl.capture:
 		c.wrote(pl, l.p, false)
-		return nil
 	case pl.read:
-		return c.boundRead(ctx, pl, l)
+		c.boundRead(pl, l)
 	}
-	return nil
 }
 
-// boundRead raises the plan's session past what a read on l could have
-// seen (nothing to do without a session).
-func (c *Connector) boundRead(ctx context.Context, pl *plan, l *lease) error {
-	ctx = context.WithoutCancel(ctx)
+// boundRead records what bounds the next read of the plan's session after
+// a read on l (nothing to do without a session): the replica and when the
+// read ran (see plan.affinity), or a ticket for a read on the primary.
+func (c *Connector) boundRead(pl *plan, l *lease) {
 	switch {
 	case pl.session == nil:
-		return nil
 	case l.replica:
 		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksFor(pl.topo.sysid), l.p.node, l.start, time.Now())
-		return nil
+	default:
+		c.readOnPrimary(pl, l.p)
 	}
-	c.readOnPrimary(pl, l.p)
-	return nil
 }
 
 // writeFailed inspects a failed write: a primary that answers "read-only

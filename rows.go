@@ -1,7 +1,6 @@
 package pgreplica
 
 import (
-	"context"
 	"database/sql/driver"
 	"io"
 	"reflect"
@@ -26,14 +25,13 @@ type rowsAfter interface{ afterRows(err error) }
 // leasedRows are the rows of a routed query (one allocation per query).
 type leasedRows struct {
 	routedRows
-	ctx context.Context
-	pl  plan
-	l   lease
+	pl plan
+	l  lease
 }
 
 func (r *leasedRows) afterRows(err error) {
 	if err == nil {
-		err = r.l.c.finish(r.ctx, &r.pl, &r.l)
+		r.l.c.finish(&r.pl, &r.l)
 	}
 	r.l.release(err)
 }
@@ -42,10 +40,9 @@ func (r *leasedRows) afterRows(err error) {
 // is captured once they are done; the connection stays pinned.
 type capturingRows struct {
 	routedRows
-	c   *Connector
-	ctx context.Context
-	pl  plan
-	p   *physical
+	c  *Connector
+	pl plan
+	p  *physical
 }
 
 func (r *capturingRows) afterRows(err error) {

@@ -245,23 +245,11 @@ func (p *sessionPos) raise(lsn LSN, timeline uint32) {
 			break
 		}
 	}
-	for {
-		cur := p.lsn.Load()
-		if uint64(lsn) <= cur || p.lsn.CompareAndSwap(cur, uint64(lsn)) {
-			break
-		}
-	}
+	atomicMax(&p.lsn, uint64(lsn))
 }
 
 // raiseWrote max-merges a write's commit position into p.wrote.
-func (p *sessionPos) raiseWrote(lsn LSN) {
-	for {
-		cur := p.wrote.Load()
-		if uint64(lsn) <= cur || p.wrote.CompareAndSwap(cur, uint64(lsn)) {
-			return
-		}
-	}
-}
+func (p *sessionPos) raiseWrote(lsn LSN) { atomicMax(&p.wrote, uint64(lsn)) }
 
 // NewSession returns an empty session: its watermarks are the zero LSN, so
 // its first read may use any healthy replica.

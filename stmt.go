@@ -231,7 +231,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		cn.tx.noteStatement(s.cls)
 		return rows, nil
 	}
-	return cn.stickyRows(ctx, &pl, p, rows), nil
+	return cn.stickyRows(&pl, p, rows), nil
 }
 
 func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {

@@ -13,7 +13,6 @@ type tx struct {
 	cn    *conn
 	lease lease // zero once the transaction ended
 	inner driver.Tx
-	ctx   context.Context
 	// pl is the transaction's plan: where it runs and for which session.
 	pl plan
 	// wrote is set when a statement that is not provably a read ran, so
@@ -45,7 +44,7 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 	if err != nil {
 		return nil, err
 	}
-	t := &tx{cn: cn, ctx: ctx, pl: pl}
+	t := &tx{cn: cn, pl: pl}
 	begin := func(p *physical) (err error) {
 		t.inner, err = beginInner(ctx, p.conn, opts)
 		return err
@@ -119,7 +118,7 @@ func (t *tx) Rollback() error {
 // a pinned session conn keeps its connection.
 func (t *tx) end(err error) {
 	if err == nil && !t.wrote {
-		err = t.cn.c.boundRead(t.ctx, &t.pl, &t.lease)
+		t.cn.c.boundRead(&t.pl, &t.lease)
 	}
 	l := t.lease
 	t.lease = lease{}
