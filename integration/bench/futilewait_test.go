@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/pgreplica/pgreplica"
 )
 
 // futileApplyDelay is the recovery_min_apply_delay every replica gets in
@@ -36,18 +38,39 @@ const futileSettle = time.Second
 // return the row just written.
 func BenchmarkFutileWait(b *testing.B) {
 	cluster.Need(b)
-	ctx := context.Background()
 	createTable(b, "bench")
 	e := newEnv(b, "pgx", clusterEndpoints(), "bench")
 	delayReplicas(b, e, futileApplyDelay)
+	// YoungWrite reads right after the write, when its position is not
+	// read yet; KnownPosition first takes the session's token (as a
+	// request's end does), so that the read knows the position and only
+	// the prediction keeps it from waiting out the budget.
+	for _, known := range []bool{false, true} {
+		name := "YoungWrite"
+		if known {
+			name = "KnownPosition"
+		}
+		b.Run(name, func(b *testing.B) { futileWait(b, e, known) })
+	}
+}
+
+func futileWait(b *testing.B, e *env, known bool) {
 	sides := []struct {
 		name string
 		db   *sql.DB
 	}{{"direct", e.primary}, {"pgreplica", e.writer}}
 	readAfterWrite := func(db *sql.DB) time.Duration {
+		ctx := context.Background()
+		sess := pgreplica.NewSession()
+		if known {
+			ctx = pgreplica.WithSession(ctx, sess)
+		}
 		r, err := writeRow(ctx, e, db)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if known {
+			_ = sess.Token()
 		}
 		start := time.Now()
 		if err := r.readBack(ctx, e, db); err != nil {

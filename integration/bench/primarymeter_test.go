@@ -11,7 +11,8 @@ import (
 // them), and the CPU time of all its processes (serverCPU). A benchmark
 // reads it before and after a run of writes and divides the difference by
 // the writes, so that "what a write costs the primary" is measured on the
-// server, whatever the driver does to get there.
+// server, whatever the driver does to get there: pgreplica's captures of
+// write positions count too, whenever they run.
 type primaryMeter struct {
 	stmts *statementCounter // nil when the server has no pg_stat_statements
 	node  int
@@ -47,14 +48,14 @@ func newPrimaryMeter(tb testing.TB, ctx context.Context) *primaryMeter {
 // out).
 func (m *primaryMeter) begin(tb testing.TB, ctx context.Context) primaryWork {
 	tb.Helper()
-	s := m.stmts.onNode(tb, ctx, m.node)
+	s := m.stmts.everything(tb, ctx, m.node)
 	return primaryWork{statements: s, cpu: m.cpu(tb)}
 }
 
 func (m *primaryMeter) end(tb testing.TB, ctx context.Context) primaryWork {
 	tb.Helper()
 	c := m.cpu(tb)
-	return primaryWork{statements: m.stmts.onNode(tb, ctx, m.node), cpu: c}
+	return primaryWork{statements: m.stmts.everything(tb, ctx, m.node), cpu: c}
 }
 
 func (m *primaryMeter) cpu(tb testing.TB) time.Duration {

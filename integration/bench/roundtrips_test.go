@@ -226,6 +226,16 @@ func (sc *statementCounter) onNode(t testing.TB, ctx context.Context, i int) int
 	return sc.query(t, ctx, i, countSQL)
 }
 
+// everything returns the calls so far on node i, pgreplica's captures
+// included (still not its topology probe, nor the counting query), or -1.
+func (sc *statementCounter) everything(t testing.TB, ctx context.Context, i int) int64 {
+	n := sc.onNode(t, ctx, i)
+	if n < 0 || i != cluster.Primary() {
+		return n
+	}
+	return n + sc.captures(t, ctx)
+}
+
 // captures returns the captures of write positions so far on the primary,
 // or -1.
 func (sc *statementCounter) captures(t testing.TB, ctx context.Context) int64 {
