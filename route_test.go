@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
 )
@@ -81,5 +82,43 @@ func TestSessionReadsStayOnTheirReplica(t *testing.T) {
 	}
 	if len(seen) != 2 {
 		t.Errorf("reads without a session went to %v, want both replicas", seen)
+	}
+}
+
+// TestFutileWaitPrediction: a wait no replica is predicted to end before
+// the deadline is not started; without a prediction the read waits.
+func TestFutileWaitPrediction(t *testing.T) {
+	now := time.Now()
+	budget := 150 * time.Millisecond
+	cases := []struct {
+		name     string
+		delay    time.Duration
+		rate     float64
+		paused   bool
+		need     LSN
+		passedAt time.Duration // how long ago the primary passed need (0: not yet sampled)
+		futile   bool
+	}{
+		{name: "apply delay beyond the budget", delay: 300 * time.Millisecond, need: 5000, futile: true},
+		{name: "apply delay within the budget", delay: 100 * time.Millisecond, need: 5000},
+		{name: "apply delay long since served", delay: 300 * time.Millisecond, need: 1500, passedAt: time.Second},
+		{name: "idle replica: no rate, no prediction", need: 5000},
+		{name: "far behind at its replay rate", rate: 1 << 20, need: 10 << 20, futile: true},
+		{name: "a little behind at its replay rate", rate: 1 << 20, need: 2000},
+		{name: "paused: it may have resumed", delay: time.Hour, paused: true, need: 5000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Connector{}
+			c.primaryLSNs.add(now.Add(-2*time.Second), 1000)
+			c.primaryLSNs.add(now.Add(-tc.passedAt), 2000)
+			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
+			st := &top.nodes[1].status
+			st.applyDelay, st.replayRate, st.paused = tc.delay, tc.rate, tc.paused
+			pl := plan{topo: top, need: tc.need, deadline: now.Add(budget)}
+			if got := c.futile(&pl); got != tc.futile {
+				t.Errorf("futile = %v, want %v", got, tc.futile)
+			}
+		})
 	}
 }
