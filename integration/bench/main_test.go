@@ -22,8 +22,16 @@ func TestMain(m *testing.M) {
 // count the statements each operation makes the servers run. The binary
 // directory is then passed explicitly, so the library and the server come
 // from the same installation.
+//
+// PGREPLICA_BENCH_FSYNC=on runs the servers durably (fsync and full page
+// writes on; synchronous_commit is on either way): loopback with fsync off
+// is the harshest case for pgreplica's relative cost, fsync on the usual
+// one.
 func clusterOptions() integration.Options {
 	opts := integration.Options{Replicas: 2}
+	if os.Getenv("PGREPLICA_BENCH_FSYNC") == "on" {
+		opts.ExtraConf = append(opts.ExtraConf, "fsync = on", "full_page_writes = on")
+	}
 	dir := serverBinDir()
 	if dir == "" {
 		return opts
@@ -32,10 +40,10 @@ func clusterOptions() integration.Options {
 		return opts
 	}
 	opts.BinDir = dir
-	opts.ExtraConf = []string{
+	opts.ExtraConf = append(opts.ExtraConf,
 		"shared_preload_libraries = 'pg_stat_statements'",
 		"pg_stat_statements.track_utility = on",
-	}
+	)
 	return opts
 }
 
