@@ -22,22 +22,28 @@ const DurationEnv = "PGREPLICA_CHECKER_DURATION"
 
 var (
 	longMode    = flag.Bool("checker.long", false, "run the long checker: 2m per target, and pgreplica with lib/pq too")
-	runDuration = flag.Duration("checker.duration", 0, "duration of each checker run (default 6-16s, 2m in the long mode)")
+	runDuration = flag.Duration("checker.duration", 0, "duration of each checker run (default 9-20s, 2m in the long mode)")
 )
 
 // shortRun is the short mode's duration of a target's run: most time for
 // the run most likely to catch a driver bug, least for the naive router,
-// which fails hundreds of times a second. With setup and catching up
-// between runs they stay well within a minute.
+// which fails hundreds of times a second. Each is long enough for a
+// replica to be killed and restarted once it is older than the run's table
+// (see Faults.KillApplyDelay), and for the window after it. With setup and
+// catching up between runs they stay within a minute.
 func shortRun(t Target) time.Duration {
 	switch t {
 	case TargetSession:
-		return 16 * time.Second
+		return 20 * time.Second
 	case TargetNaive:
-		return 6 * time.Second
+		return 9 * time.Second
 	}
-	return 10 * time.Second
+	return 12 * time.Second
 }
+
+// minKillRun is the shortest run sure to have a replica killed and
+// restarted (the first kill waits for Faults.KillApplyDelay).
+const minKillRun = 9 * time.Second
 
 // longRun is each run's duration in the long mode.
 const longRun = 2 * time.Minute
@@ -66,15 +72,19 @@ func settings(t *testing.T, target Target) (time.Duration, bool) {
 
 // TestConsistency runs the workload through pgreplica (a Session per
 // workload session; the process default for reads of one's own rows) and
-// through a naive router, under injected lag. pgreplica must show no
-// violation; the naive router must show some, which proves the checker
-// can fail.
+// through a naive router, under injected lag and paused replay, with
+// replicas killed and restarted so that they come back behind what they
+// served. pgreplica must show no violation; the naive router must show
+// some, also across a restart, which proves the checker can fail.
 func TestConsistency(t *testing.T) {
 	cluster.Need(t)
 	_, long := settings(t, TargetSession)
 	runs := []Options{{Target: TargetSession}, {Target: TargetProcess}, {Target: TargetNaive}}
 	if long {
 		runs = append(runs, Options{Target: TargetSession, Driver: "pq"}, Options{Target: TargetProcess, Driver: "pq"})
+	}
+	for i := range runs {
+		runs[i].Faults.KillRestart = true
 	}
 	var reports []*Report
 	t.Cleanup(func() {
@@ -83,6 +93,18 @@ func TestConsistency(t *testing.T) {
 			t.Error(err)
 		}
 		t.Log("consistency checker report (wait quantiles are histogram bucket bounds):\n" + b.String())
+	})
+	// The kill fault proves something only if some replica came back
+	// behind what it had served (see kill.go).
+	t.Cleanup(func() {
+		restarts, behind := 0, 0
+		for _, rep := range reports {
+			restarts += len(rep.Faults.Restarts)
+			behind += rep.RestartsBehind()
+		}
+		if restarts > 0 && behind == 0 {
+			t.Errorf("none of the %d restarts came back behind what the replica had replayed before the kill: the kill fault tests nothing", restarts)
+		}
 	})
 	for _, o := range runs {
 		o.Duration, _ = settings(t, o.Target)
@@ -105,6 +127,9 @@ func TestConsistency(t *testing.T) {
 			if rep.Reads == 0 || rep.Writes == 0 {
 				t.Fatalf("the workload did nothing: %d writes, %d reads", rep.Writes, rep.Reads)
 			}
+			if len(rep.Faults.Restarts) == 0 && o.Duration >= minKillRun {
+				t.Errorf("no replica was killed and restarted during the %v run", o.Duration)
+			}
 			if !o.Target.Pgreplica() {
 				checkNaive(t, rep)
 				return
@@ -112,6 +137,8 @@ func TestConsistency(t *testing.T) {
 			if n := len(rep.Violations); n > 0 {
 				t.Errorf("%d consistency violations through pgreplica (details above)", n)
 			}
+			// Reads that lost their connection to a killed replica are
+			// tolerated (KillErrors); any other failure is not.
 			if rep.Errors > 0 {
 				t.Errorf("%d operations failed through pgreplica (first ones above)", rep.Errors)
 			}
@@ -134,6 +161,9 @@ func checkNaive(t *testing.T, rep *Report) {
 	}
 	if rep.MonotonicCount(false) == 0 {
 		t.Errorf("the naive router showed no monotonic-read violation on other sessions' rows: the checker cannot fail")
+	}
+	if len(rep.Faults.Restarts) > 0 && rep.RestartRegressions() == 0 {
+		t.Errorf("the naive router showed no monotonic-read violation on a replica restarted between the two reads: the checker cannot catch a replica that comes back behind")
 	}
 	if n := rep.Count(Impossible); n > 0 {
 		t.Errorf("%d impossible reads: the checker or the cluster is broken", n)

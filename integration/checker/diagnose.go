@@ -37,6 +37,11 @@ func (v Violation) Explain(primary int) string {
 	case MonotonicRead:
 		c := &v.Cause
 		switch {
+		case c.Node == r.Node && r.Node != primary && r.ReplayLSN < c.ReplayLSN:
+			return fmt.Sprintf("node %d had replayed %s for the earlier read and only %s for this one: it went back in time, which only a restart does, yet the router took it for fresh enough for %s",
+				r.Node, c.ReplayLSN, r.ReplayLSN, r.WatermarkBefore)
+		case r.Node != primary && r.ReplayLSN < r.WatermarkBefore:
+			return fmt.Sprintf("%s served a read that required %s: the replica was taken as fresh when it was not", later, r.WatermarkBefore)
 		case c.Node == primary:
 			return fmt.Sprintf("the earlier read ran on the primary (node %d) and saw v%d (%s), but the session's watermark stayed %s→%s; the later read required only %s and %s served it",
 				c.Node, c.Version, committed, c.WatermarkBefore, c.WatermarkAfter, r.WatermarkBefore, later)

@@ -16,7 +16,13 @@
 // pgreplica, each operation also records the Session's watermark before
 // and after. Meanwhile the injector changes each replica's
 // recovery_min_apply_delay (0–500 ms) and pauses replay on one replica at
-// a time for a few hundred milliseconds.
+// a time for a few hundred milliseconds; with Faults.KillRestart (on in
+// the package's test and the command) it also kills a replica with
+// SIGKILL every few seconds and starts it again so that it comes back
+// behind what it served, while sessions that read there before the kill
+// sit idle and come back to it (see kill.go and parking.go). Reads that
+// fail because the replica was down are tolerated and counted apart
+// (Report.KillErrors); no failed operation is a violation.
 //
 // Check finds read-your-writes violations (a session reads its own row
 // and sees a version older than its last completed write) and

@@ -25,7 +25,8 @@ type Options struct {
 	// Table is the workload's table, recreated by Run and dropped after;
 	// default "checker_kv".
 	Table string
-	// Faults configures the lag injector.
+	// Faults configures the fault injector: lag, paused replay and,
+	// with Faults.KillRestart, replicas killed and restarted.
 	Faults Faults
 	// Logf, if set, receives progress messages.
 	Logf func(format string, args ...any)

@@ -23,9 +23,11 @@ type Report struct {
 	// CheckWatermarks found in it, in time order.
 	History    History
 	Violations []Violation
-	// Writes and Reads count operations that succeeded, Errors those that
-	// failed.
-	Writes, Reads, Errors int
+	// Writes and Reads count operations that succeeded. KillErrors counts
+	// reads that failed because a replica was killed (a lost or refused
+	// connection while it was down or had just come back, see Restart),
+	// which are tolerated; Errors counts every other failed operation.
+	Writes, Reads, Errors, KillErrors int
 	// ReadsByNode counts successful reads by the node that served them
 	// (from inet_server_port()); Primary is the primary's index.
 	ReadsByNode map[int]int
@@ -36,10 +38,10 @@ type Report struct {
 	Faults FaultStats
 }
 
-// newReport summarises a history.
-func newReport(o *Options, cl Cluster, h History, elapsed time.Duration) *Report {
+// newReport summarises a history and what the injector did meanwhile.
+func newReport(o *Options, cl Cluster, h History, elapsed time.Duration, faults FaultStats) *Report {
 	r := &Report{Target: o.Target, Sessions: o.Sessions, Seed: o.Seed, Elapsed: elapsed,
-		History: h, Violations: Check(h), ReadsByNode: map[int]int{}, Primary: cl.Primary()}
+		History: h, Violations: Check(h), ReadsByNode: map[int]int{}, Primary: cl.Primary(), Faults: faults}
 	if o.Target.Pgreplica() {
 		r.Driver = o.Driver
 	}
@@ -50,6 +52,8 @@ func newReport(o *Options, cl Cluster, h History, elapsed time.Duration) *Report
 	for i := range h.Ops {
 		op := &h.Ops[i]
 		switch {
+		case killError(op, faults.Restarts):
+			r.KillErrors++
 		case op.Err != nil:
 			r.Errors++
 		case op.Kind == OpWrite:
@@ -85,6 +89,66 @@ func (r *Report) MonotonicCount(own bool) int {
 	return n
 }
 
+// RestartRegressions returns the number of monotonic-read violations in
+// which one replica served both reads and was killed and restarted in
+// between: the replica itself went back in time, which only a restart
+// can make it do (replay never goes back within one run of a server).
+// The naive router must show some when the injector kills replicas; a
+// router that takes the restarted replica for its old self would too.
+func (r *Report) RestartRegressions() int {
+	n := 0
+	for i := range r.Violations {
+		if v := &r.Violations[i]; v.Kind == MonotonicRead && v.Read.Node == v.Cause.Node && r.restartBetween(&v.Cause, &v.Read) != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// restartBetween returns the first restart of the node that served later,
+// a successful read, that began after earlier started, or nil.
+func (r *Report) restartBetween(earlier, later *Op) *Restart {
+	for i := range r.Faults.Restarts {
+		if k := &r.Faults.Restarts[i]; k.Node == later.Node && later.Node != r.Primary &&
+			earlier.Start.Before(k.Killed) && later.End.After(k.Killed) {
+			return k
+		}
+	}
+	return nil
+}
+
+// RestartReads counts the successful reads that replica k.Node served in
+// the last second before it was killed (before), and those it served after
+// it came back while it had replayed less than at the kill (behind): what
+// the restart put to the test.
+func (r *Report) RestartReads(k *Restart) (before, behind int) {
+	for i := range r.History.Ops {
+		op := &r.History.Ops[i]
+		if op.Kind != OpRead || op.Err != nil || op.Node != k.Node {
+			continue
+		}
+		switch {
+		case op.End.Before(k.Killed) && op.End.After(k.Killed.Add(-time.Second)):
+			before++
+		case op.Start.After(k.Killed) && op.ReplayLSN < k.ReplayAtKill:
+			behind++
+		}
+	}
+	return before, behind
+}
+
+// RestartsBehind returns the number of restarts that came back behind what
+// the replica had replayed before the kill (see Restart.Behind).
+func (r *Report) RestartsBehind() int {
+	n := 0
+	for i := range r.Faults.Restarts {
+		if r.Faults.Restarts[i].Behind() {
+			n++
+		}
+	}
+	return n
+}
+
 // ReplicaShare is the fraction of successful reads a replica served.
 func (r *Report) ReplicaShare() float64 {
 	if r.Reads == 0 {
@@ -93,12 +157,24 @@ func (r *Report) ReplicaShare() float64 {
 	return float64(r.Reads-r.ReadsByNode[r.Primary]) / float64(r.Reads)
 }
 
-// Errs returns the errors of failed operations, at most max of them.
+// Errs returns the errors of failed operations, at most max of them,
+// leaving out the tolerated ones (KillErrors).
 func (r *Report) Errs(max int) []error {
+	return r.errs(max, false)
+}
+
+// KillErrs returns the errors of the tolerated failed reads (KillErrors),
+// at most max of them.
+func (r *Report) KillErrs(max int) []error {
+	return r.errs(max, true)
+}
+
+func (r *Report) errs(max int, tolerated bool) []error {
 	var out []error
 	for i := range r.History.Ops {
-		if err := r.History.Ops[i].Err; err != nil && len(out) < max {
-			out = append(out, err)
+		op := &r.History.Ops[i]
+		if op.Err != nil && killError(op, r.Faults.Restarts) == tolerated && len(out) < max {
+			out = append(out, op.Err)
 		}
 	}
 	return out
@@ -109,9 +185,9 @@ func (r *Report) Errs(max int) []error {
 // quantiles are the upper bounds of the driver's histogram buckets.
 func WriteTable(w io.Writer, reports ...*Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tdriver\tsecs\tops\tops/s\terrors\tRYW\tmono own\tmono other\timpossible\treplica reads\treads by node\twaits\twait p50\twait p95\tfallback timeout\tfallback no_replica\tuncovered writes\tdelays/pauses\t")
+	fmt.Fprintln(tw, "target\tdriver\tsecs\tops\tops/s\terrors\tRYW\tmono own\tmono other\timpossible\treplica reads\treads by node\twaits\twait p50\twait p95\tfallback timeout\tfallback no_replica\tuncovered writes\tdelays/pauses\trestarts (behind)\tkill errors\trestart regressions\t")
 	for _, r := range reports {
-		ops := r.Writes + r.Reads + r.Errors
+		ops := r.Writes + r.Reads + r.Errors + r.KillErrors
 		secs := r.Elapsed.Seconds()
 		waits, p50, p95, fbTimeout, fbNone, driver, uncovered := "-", "-", "-", "-", "-", "-", "-"
 		if r.Driver != "" {
@@ -127,11 +203,11 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 			fbTimeout = fmt.Sprint(s.Fallbacks[pgreplica.ReasonTimeout])
 			fbNone = fmt.Sprint(s.Fallbacks[pgreplica.ReasonNoReplica])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d (%d)\t%d\t%d\t\n",
 			r.Target, driver, secs, ops, float64(ops)/max(secs, 1e-9), r.Errors,
 			r.Count(ReadYourWrites), r.MonotonicCount(true), r.MonotonicCount(false), r.Count(Impossible),
 			100*r.ReplicaShare(), r.nodeShares(), waits, p50, p95, fbTimeout, fbNone, uncovered,
-			r.Faults.DelayChanges, r.Faults.Pauses)
+			r.Faults.DelayChanges, r.Faults.Pauses, len(r.Faults.Restarts), r.RestartsBehind(), r.KillErrors, r.RestartRegressions())
 	}
 	return tw.Flush()
 }
@@ -150,15 +226,26 @@ func (r *Report) nodeShares() string {
 	return strings.Join(parts, " ")
 }
 
-// WriteDetails writes the run's seed, the first max violations with the
-// fault events just before each, and the first max errors.
+// WriteDetails writes the run's seed, the restarts, the first max
+// violations with the fault events just before each, the first max errors
+// and a few tolerated ones.
 func (r *Report) WriteDetails(w io.Writer, max int) {
 	name := string(r.Target)
 	if r.Driver != "" {
 		name += "/" + r.Driver
 	}
-	fmt.Fprintf(w, "%s (%d sessions, seed %d): %d violations, %d errors\n",
-		name, r.Sessions, r.Seed, len(r.Violations), r.Errors)
+	fmt.Fprintf(w, "%s (%d sessions, seed %d): %d violations, %d errors, %d reads failed as replicas were killed (tolerated)\n",
+		name, r.Sessions, r.Seed, len(r.Violations), r.Errors, r.KillErrors)
+	for i := range r.Faults.Restarts {
+		k := &r.Faults.Restarts[i]
+		before, behind := r.RestartReads(k)
+		lull := ""
+		if k.Lull {
+			lull = " in a lull"
+		}
+		fmt.Fprintf(w, "  node %d killed%s at %s, replayed %s (minimum recovery point %s); %s; it served %d reads in the second before the kill and %d while behind\n",
+			k.Node, lull, k.Killed.Format("15:04:05.000000"), k.ReplayAtKill, k.MinRecovery, k, before, behind)
+	}
 	for i, v := range r.Violations {
 		if i == max {
 			fmt.Fprintf(w, "  … %d more violations\n", len(r.Violations)-max)
@@ -175,16 +262,23 @@ func (r *Report) WriteDetails(w io.Writer, max int) {
 		if ev := r.faultsBefore(from, to); ev != "" {
 			fmt.Fprintf(w, "    faults: %s\n", ev)
 		}
+		if k := r.restartBetween(&v.Cause, &v.Read); v.Kind != UncoveredWrite && k != nil {
+			fmt.Fprintf(w, "    restart: node %d served the read after it was killed at %s (replayed %s) and came back at %s with replay %s\n",
+				k.Node, k.Killed.Format("15:04:05.000000"), k.ReplayAtKill, k.Started.Format("15:04:05.000000"), k.ReplayAtStart)
+		}
 	}
 	for _, err := range r.Errs(max) {
 		fmt.Fprintf(w, "  error: %v\n", err)
+	}
+	for _, err := range r.KillErrs(min(max, 3)) {
+		fmt.Fprintf(w, "  tolerated: %v\n", err)
 	}
 }
 
 // faultsBefore describes the fault state of each node at from (its last
 // delay and its last pause or resume) and the events between from and to.
 func (r *Report) faultsBefore(from, to time.Time) string {
-	type state struct{ delay, replay *FaultEvent }
+	type state struct{ delay, replay, life *FaultEvent }
 	states := map[int]*state{}
 	var during []string
 	for i := range r.Faults.Events {
@@ -200,9 +294,12 @@ func (r *Report) faultsBefore(from, to time.Time) string {
 			s = &state{}
 			states[e.Node] = s
 		}
-		if strings.HasPrefix(e.What, "delay") {
+		switch {
+		case strings.HasPrefix(e.What, "delay"):
 			s.delay = e
-		} else {
+		case strings.HasPrefix(e.What, "kill"), strings.HasPrefix(e.What, "restart"):
+			s.life = e
+		default:
 			s.replay = e
 		}
 	}
@@ -213,7 +310,7 @@ func (r *Report) faultsBefore(from, to time.Time) string {
 	slices.Sort(nodes)
 	var parts []string
 	for _, n := range nodes {
-		for _, e := range []*FaultEvent{states[n].delay, states[n].replay} {
+		for _, e := range []*FaultEvent{states[n].delay, states[n].replay, states[n].life} {
 			if e != nil {
 				parts = append(parts, fmt.Sprintf("node %d %s since %s", n, e.What, e.At.Format("15:04:05.000000")))
 			}

@@ -11,10 +11,12 @@ import (
 // cleanupTimeout bounds undoing the faults and dropping the table.
 const cleanupTimeout = time.Minute
 
-// Run runs the workload through o.Target against cl while injecting lag,
-// then verifies the history. It recreates o.Table first, and afterwards
-// removes every fault, waits for the replicas to catch up and drops the
-// table, so runs can follow each other on one cluster.
+// Run runs the workload through o.Target against cl while injecting
+// faults (lag, paused replay, replicas killed and restarted), then
+// verifies the history. It recreates o.Table first, and afterwards
+// removes every fault (restarting any replica left down), waits for the
+// replicas to catch up and drops the table, so runs can follow each other
+// on one cluster.
 //
 // The error reports a run that could not be carried out (setup, a broken
 // cluster, a session whose operations kept failing); violations are in
@@ -45,19 +47,19 @@ func Run(ctx context.Context, cl Cluster, o Options) (rep *Report, err error) {
 		err error
 	}
 	faultsDone := make(chan faultResult, 1)
+	park := newParking()
 	go func() {
-		st, err := injectFaults(fctx, cl, o.Faults, rand.New(rand.NewPCG(o.Seed, ^uint64(0))))
+		st, err := injectFaults(fctx, cl, &o, rand.New(rand.NewPCG(o.Seed, ^uint64(0))), park)
 		faultsDone <- faultResult{st, err}
 	}()
 	began := time.Now()
-	logs, werr := runSessions(ctx, r, cl, &o)
+	logs, werr := runSessions(ctx, r, cl, &o, park)
 	elapsed := time.Since(began)
 	stopFaults()
 	fr := <-faultsDone
 	rerr := detached(ctx, func(ctx context.Context) error { return restore(ctx, cl) })
 
-	rep = newReport(&o, cl, merge(logs), elapsed)
-	rep.Faults = fr.st
+	rep = newReport(&o, cl, merge(logs), elapsed, fr.st)
 	stats, serr := r.stats(ctx)
 	rep.Stats = stats
 	if err := errors.Join(werr, fr.err, serr, rerr); err != nil {

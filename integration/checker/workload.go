@@ -18,8 +18,9 @@ import (
 const maxFailuresInRow = 20
 
 // runSessions runs o.Sessions concurrent sessions until o.Duration has
-// passed and returns their logs.
-func runSessions(ctx context.Context, r *router, cl Cluster, o *Options) ([][]Op, error) {
+// passed and returns their logs. The injector may hold some of them idle
+// for a while through park.
+func runSessions(ctx context.Context, r *router, cl Cluster, o *Options, park *parking) ([][]Op, error) {
 	logs := make([][]Op, o.Sessions)
 	errs := make([]error, o.Sessions)
 	deadline := time.Now().Add(o.Duration)
@@ -33,7 +34,7 @@ func runSessions(ctx context.Context, r *router, cl Cluster, o *Options) ([][]Op
 			c.session = pgreplica.NewSession()
 		}
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(id)))
-		wg.Go(func() { logs[id], errs[id] = runSession(ctx, c, o, rng, deadline, hot) })
+		wg.Go(func() { logs[id], errs[id] = runSession(ctx, c, o, rng, deadline, hot, park) })
 	}
 	wg.Wait()
 	return logs, errors.Join(errs...)
@@ -57,6 +58,9 @@ func runSessions(ctx context.Context, r *router, cl Cluster, o *Options) ([][]Op
 // reloading a page would. The primary showed the newest version; a router
 // that forgets it sends the next read to a replica that has just reached
 // the session's watermark but not that version.
+//
+// Around a kill, the injector may hold the session idle before any of its
+// operations (see parking.go and idle).
 type loop struct {
 	c        *client
 	o        *Options
@@ -69,6 +73,9 @@ type loop struct {
 	k        int   // the own row being written
 	writes   int
 	prev     *Key // the other session's row read last round
+	park     *parking
+	deadline time.Time
+	readOnly time.Time // no writes before then (see parking.go)
 }
 
 // Workload shape; see loop.
@@ -78,17 +85,56 @@ const (
 	refreshRounds = 5
 )
 
-func runSession(ctx context.Context, c *client, o *Options, rng *rand.Rand, deadline time.Time, hot []atomic.Int32) ([]Op, error) {
-	s := &loop{c: c, o: o, rng: rng, hot: hot, refresh: map[Key]int{}, versions: make([]int, o.Keys)}
+// errDeadline ends a session at the end of the run, between operations.
+var errDeadline = errors.New("checker: the run ended")
+
+func runSession(ctx context.Context, c *client, o *Options, rng *rand.Rand, deadline time.Time, hot []atomic.Int32, park *parking) ([]Op, error) {
+	s := &loop{c: c, o: o, rng: rng, hot: hot, refresh: map[Key]int{}, versions: make([]int, o.Keys),
+		park: park, deadline: deadline}
 	for round := 0; time.Now().Before(deadline); round++ {
 		if err := ctx.Err(); err != nil {
 			return s.log, err
 		}
 		if err := s.round(ctx, round); err != nil {
+			if errors.Is(err, errDeadline) {
+				break
+			}
 			return s.log, err
 		}
 	}
 	return s.log, nil
+}
+
+// idle runs before each operation. It fails with errDeadline once the run
+// is over: a round that falls back to the primary read after read may take
+// seconds. It holds the session while the injector parks it (see
+// parking.go); then, before going on, the session re-reads the other
+// session's row it read last and its own row it wrote last, as a user
+// reloading the page would, and it writes nothing for a while.
+func (s *loop) idle(ctx context.Context) error {
+	if !time.Now().Before(s.deadline) {
+		return errDeadline
+	}
+	held, readOnly := s.park.wait(ctx, s.c.id, s.deadline)
+	if !held {
+		return nil
+	}
+	s.readOnly = readOnly
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(s.deadline) {
+		return errDeadline
+	}
+	if s.prev != nil {
+		if err := s.read(ctx, *s.prev, pathQuery, "other-later"); err != nil {
+			return err
+		}
+	}
+	if s.writes > 0 {
+		return s.read(ctx, Key{Owner: s.c.id, N: s.k}, pathQuery, "own-later")
+	}
+	return nil
 }
 
 func (s *loop) round(ctx context.Context, round int) error {
@@ -97,7 +143,14 @@ func (s *loop) round(ctx context.Context, round int) error {
 	if round%4 == 3 {
 		readPath = pathReadTx
 	}
-	if s.rng.IntN(2) == 0 && len(s.refresh) == 0 {
+	write := s.rng.IntN(2) == 0 && len(s.refresh) == 0
+	if write {
+		// A session held here comes back read-only for a while.
+		if err := s.idle(ctx); err != nil {
+			return err
+		}
+	}
+	if write && !time.Now().Before(s.readOnly) {
 		if s.writes%focusWrites == 0 {
 			s.k = s.rng.IntN(s.o.Keys)
 		}
@@ -153,12 +206,18 @@ func (s *loop) round(ctx context.Context, round int) error {
 // read reads a row and chases it when the primary served another
 // session's row.
 func (s *loop) read(ctx context.Context, k Key, path, role string) error {
+	if err := s.idle(ctx); err != nil {
+		return err
+	}
 	op := s.c.read(ctx, k, path, role)
 	if err := s.record(op); err != nil {
 		return err
 	}
 	for i := 0; i < chaseReads && op.Err == nil && !op.Own() && op.Node == s.c.primary; i++ {
 		s.refresh[k] = refreshRounds
+		if err := s.idle(ctx); err != nil {
+			return err
+		}
 		op = s.c.read(ctx, k, pathQuery, "refresh")
 		if err := s.record(op); err != nil {
 			return err

@@ -5,10 +5,12 @@
 //	go run ./integration/checker/cmd/pgreplica-check -duration 1m
 //	go run ./integration/checker/cmd/pgreplica-check -long
 //
-// Each target runs the same workload in turn (see package checker). The
-// exit status is 0 when pgreplica showed no violation and no failed
-// operation and the naive router showed violations, 1 otherwise, 2 for bad
-// flags.
+// Each target runs the same workload in turn (see package checker), with
+// lag, paused replay and (unless -kill=false) replicas killed and
+// restarted. The exit status is 0 when pgreplica showed no violation and
+// no failed operation (reads that failed because a replica was down are
+// tolerated) and the naive router showed violations, 1 otherwise, 2 for
+// bad flags.
 package main
 
 import (
@@ -41,6 +43,7 @@ func run() int {
 		details  = flag.Int("details", 10, "violations and errors to print per target")
 		binDir   = flag.String("bin", "", "directory of the PostgreSQL server binaries (default: $PGREPLICA_PG_BIN or the newest installed)")
 		verbose  = flag.Bool("v", false, "print progress")
+		kill     = flag.Bool("kill", true, "kill a replica with SIGKILL and restart it every 8s, so that it comes back behind what it served")
 	)
 	flag.Parse()
 	durationSet := false
@@ -60,7 +63,8 @@ func run() int {
 			drivers = append(drivers, "pq")
 		}
 		for _, d := range drivers {
-			runs = append(runs, checker.Options{Target: t, Driver: d, Sessions: *sessions, Keys: *keys, Duration: *duration, Seed: *seed})
+			runs = append(runs, checker.Options{Target: t, Driver: d, Sessions: *sessions, Keys: *keys, Duration: *duration, Seed: *seed,
+				Faults: checker.Faults{KillRestart: *kill}})
 		}
 	}
 	logf := func(string, ...any) {}
