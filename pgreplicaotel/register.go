@@ -76,7 +76,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	}
 	in := &instruments{
 		reads: counter("pgreplica.reads", "{read}",
-			"Reads by where they ran: replica, primary (required by the statement or context), or fallback (primary because no replica qualified)."),
+			"Reads by where they ran: replica, primary (required by the statement or context), fallback (primary because no replica qualified), or recent_write (primary because the read needed a write too young for any replica)."),
 		fallbacks: counter("pgreplica.read.fallbacks", "{read}",
 			"Reads that fell back to the primary, by reason (timeout, no_replica)."),
 		failures: counter("pgreplica.read.failures", "{read}",
@@ -130,6 +130,7 @@ func (r *reporter) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.reads, s.ReplicaReads, r.set(attribute.String("route", "replica")))
 	o.ObserveInt64(in.reads, s.PrimaryReads, r.set(attribute.String("route", "primary")))
 	o.ObserveInt64(in.reads, s.FallbackReads, r.set(attribute.String("route", "fallback")))
+	o.ObserveInt64(in.reads, s.RecentWriteReads, r.set(attribute.String("route", "recent_write")))
 	for reason, n := range s.Fallbacks {
 		o.ObserveInt64(in.fallbacks, n, r.set(attribute.String("reason", reason)))
 	}

@@ -41,7 +41,7 @@ func NewCollector(c *pgreplica.Connector, opts ...Option) *Collector {
 		conn: c,
 
 		reads: desc("reads_total",
-			"Reads by where they ran: replica, primary (required by the statement or context), or fallback (primary because no replica qualified).", "route"),
+			"Reads by where they ran: replica, primary (required by the statement or context), fallback (primary because no replica qualified), or recent_write (primary because the read needed a write too young for any replica).", "route"),
 		fallbacks: desc("read_fallbacks_total",
 			"Reads that fell back to the primary, by reason (timeout: no replica replayed the position within the wait budget; no_replica: no healthy replica within the lag bounds).", "reason"),
 		failed: desc("reads_failed_total",
@@ -93,6 +93,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	count(c.reads, s.ReplicaReads, "replica")
 	count(c.reads, s.PrimaryReads, "primary")
 	count(c.reads, s.FallbackReads, "fallback")
+	count(c.reads, s.RecentWriteReads, "recent_write")
 	for reason, n := range s.Fallbacks {
 		count(c.fallbacks, n, reason)
 	}
