@@ -135,7 +135,7 @@ const (
 // ReadAfterWrite chooses between answering sooner and offloading the
 // primary for a read that needs a write so recent that its position has
 // not been read yet (positions are read after writes, shared between
-// them, a couple of milliseconds later: see docs/consistency.md).
+// them, a few milliseconds later: see docs/consistency.md).
 type ReadAfterWrite int
 
 // Read-after-write choices.
