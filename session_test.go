@@ -143,7 +143,7 @@ func TestSessionTokenRoundTrip(t *testing.T) {
 	}
 }
 
-// TestSessionTwoClustersAcrossProcesses is the case: one session
+// TestSessionTwoClustersAcrossProcesses is the reported case: one session
 // writes to cluster A and then to cluster B; its token, taken to another
 // process, must make reads of both clusters wait for the writes.
 func TestSessionTwoClustersAcrossProcesses(t *testing.T) {

@@ -29,7 +29,13 @@ var drivers = []string{"pgx", "pq"}
 func open(t *testing.T, inner string, params ...string) *sql.DB {
 	t.Helper()
 	cluster.Need(t)
-	dsn := cluster.DSN() + "&pgreplica_driver=" + inner + "&application_name=" + appName(t)
+	return openOn(t, cluster, append([]string{"pgreplica_driver=" + inner}, params...)...)
+}
+
+// openOn returns a pgreplica *sql.DB on c, closed with t.
+func openOn(t *testing.T, c *integration.Cluster, params ...string) *sql.DB {
+	t.Helper()
+	dsn := c.DSN() + "&application_name=" + appName(t)
 	for _, p := range params {
 		dsn += "&" + p
 	}

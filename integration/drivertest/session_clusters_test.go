@@ -155,20 +155,3 @@ func systemID(ctx context.Context, t *testing.T, c *integration.Cluster) uint64 
 	return id
 }
 
-// openOn returns a pgreplica *sql.DB on c, closed with t.
-func openOn(t *testing.T, c *integration.Cluster, params ...string) *sql.DB {
-	t.Helper()
-	dsn := c.DSN() + "&application_name=" + appName(t)
-	for _, p := range params {
-		dsn += "&" + p
-	}
-	db, err := sql.Open("pgreplica", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.Ping(); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
