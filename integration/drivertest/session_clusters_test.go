@@ -154,4 +154,3 @@ func systemID(ctx context.Context, t *testing.T, c *integration.Cluster) uint64 
 	}
 	return id
 }
-
