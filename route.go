@@ -26,9 +26,8 @@ type lease struct {
 	slot bool
 	// known is the replica's replay position known before the statement.
 	known LSN
-	// start is when the statement was about to be sent; created when the
-	// physical connection was opened.
-	start, created time.Time
+	// start is when the statement was about to be sent.
+	start time.Time
 }
 
 // release gives the connection back (closing it when err says it is
@@ -165,7 +164,7 @@ func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool
 	p := res.Value()
 	p.node.inflight.Add(1)
 	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: LSN(p.node.replay.Load()),
-		start: time.Now(), created: res.CreationTime()}
+		start: time.Now()}
 }
 
 // leaseReplica borrows a connection to a replica that satisfies the plan.
