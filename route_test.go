@@ -122,3 +122,22 @@ func TestFutileWaitPrediction(t *testing.T) {
 		})
 	}
 }
+
+// TestPendingPositionReadForAccessors: right after a write, before any
+// capture ran, the session's accessors read the pending position rather
+// than report none (a job enqueued then must carry the write).
+func TestPendingPositionReadForAccessors(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	sess := NewSession()
+	mc.mocks[0].ExpectExec("UPDATE t SET x = 1").WillReturnResult(sqlmock.NewResult(0, 1))
+	mc.expectLSNCapture(0, "0/800")
+	if _, err := mc.db.ExecContext(WithSession(context.Background(), sess), "UPDATE t SET x = 1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sess.LSNFor(0); got != 0x800 {
+		t.Fatalf("LSNFor(0) right after the write = %s, want 0/800", got)
+	}
+	if got := sess.LSNFor(mc.sysid); got != 0x800 {
+		t.Fatalf("LSNFor(cluster) = %s, want 0/800", got)
+	}
+}

@@ -374,13 +374,29 @@ func (s *Session) lsnFor(sysid uint64) (LSN, bool) {
 // first (a statement on the primary), as LSN, WriteLSN, Snapshot and
 // Token do.
 func (s *Session) LSNFor(sysid uint64) LSN {
-	if s != nil && sysid != 0 {
+	s.resolvePending(sysid)
+	lsn, _ := s.lsnFor(sysid)
+	return lsn
+}
+
+// resolvePending reads the pending positions of cluster sysid, or of
+// every tracked cluster for sysid 0 (see sessionPos.resolvePending).
+func (s *Session) resolvePending(sysid uint64) {
+	if s == nil {
+		return
+	}
+	if sysid != 0 {
 		if p := s.pos(sysid, false); p != nil {
 			p.resolvePending()
 		}
+		return
 	}
-	lsn, _ := s.lsnFor(sysid)
-	return lsn
+	for i := range s.slots {
+		if s.slots[i].sysid.Load() == 0 {
+			return
+		}
+		s.slots[i].resolvePending()
+	}
 }
 
 // first returns the first cluster's watermark, or nil when the session has
