@@ -203,10 +203,14 @@ func (cn *conn) Begin() (driver.Tx, error) {
 }
 
 // Ping checks that the primary answers (or reports why there is none:
-// ErrNoPrimary, ErrSplitBrain, ErrNoReachableHost).
+// ErrNoPrimary, ErrSplitBrain, ErrNoReachableHost), and that the role has
+// the privileges the configuration needs (ErrInsufficientPrivilege).
 func (cn *conn) Ping(ctx context.Context) error {
 	if cn.closed {
 		return driver.ErrBadConn
+	}
+	if err := cn.c.privilegeErr(cn.c.topo.Load()); err != nil {
+		return err
 	}
 	l, err := cn.c.leasePrimary(ctx, cn.c.topo.Load(), false)
 	if err != nil {
