@@ -245,8 +245,8 @@ func (cn *conn) IsValid() bool {
 // the inner driver decides what it accepts.
 func (cn *conn) CheckNamedValue(*driver.NamedValue) error { return nil }
 
-// Close returns a pinned physical connection (cleaned) and ends any
-// transaction left open.
+// Close ends any transaction left open and gives back a pinned physical
+// connection, which the pool closes: its session state goes with it.
 func (cn *conn) Close() error {
 	if cn.closed {
 		return nil
