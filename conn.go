@@ -203,10 +203,14 @@ func (cn *conn) Begin() (driver.Tx, error) {
 }
 
 // Ping checks that the primary answers (or reports why there is none:
-// ErrNoPrimary, ErrSplitBrain, ErrNoReachableHost).
+// ErrNoPrimary, ErrSplitBrain, ErrNoReachableHost), and that the role has
+// the privileges the configuration needs (ErrInsufficientPrivilege).
 func (cn *conn) Ping(ctx context.Context) error {
 	if cn.closed {
 		return driver.ErrBadConn
+	}
+	if err := cn.c.privilegeErr(cn.c.topo.Load()); err != nil {
+		return err
 	}
 	l, err := cn.c.leasePrimary(ctx, cn.c.topo.Load(), false)
 	if err != nil {
@@ -241,8 +245,8 @@ func (cn *conn) IsValid() bool {
 // the inner driver decides what it accepts.
 func (cn *conn) CheckNamedValue(*driver.NamedValue) error { return nil }
 
-// Close returns a pinned physical connection (cleaned) and ends any
-// transaction left open.
+// Close ends any transaction left open and gives back a pinned physical
+// connection, which the pool closes: its session state goes with it.
 func (cn *conn) Close() error {
 	if cn.closed {
 		return nil

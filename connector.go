@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql/driver"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -50,6 +51,9 @@ type Connector struct {
 	classes classCache
 	// lastStormLog rate-limits the fallback-storm warning (unix ns).
 	lastStormLog atomic.Int64
+	// warnedHidden and warnedDenied log what the role cannot see once
+	// (privilege.go).
+	warnedHidden, warnedDenied atomic.Bool
 	// fallbackSlots bounds concurrent reads that fell back to the primary.
 	fallbackSlots chan struct{}
 
@@ -110,7 +114,13 @@ func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	if err := c.awaitTopology(ctx); err != nil {
+	err := c.awaitTopology(ctx)
+	if perr := c.privilegeErr(c.topo.Load()); perr != nil && ctx.Err() == nil {
+		// Hosts that answered but may not be used, or an option the
+		// role cannot serve: say so rather than "unreachable".
+		return nil, perr
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &conn{c: c}, nil
@@ -166,10 +176,15 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 		// (crash recovery): forget what we knew.
 		n.replay.Store(0)
 		if prev == nil || prev.err == nil {
-			c.log.Warn("pgreplica: host unreachable", "host", n.name, "err", st.err)
+			msg := "pgreplica: host unreachable"
+			if errors.Is(st.err, ErrInsufficientPrivilege) {
+				msg = "pgreplica: host answers but may not be used"
+			}
+			c.log.Warn(msg, "host", n.name, "err", st.err)
 		}
 		return
 	}
+	c.warnPrivileges(st)
 	if prev != nil && prev.err == nil && prev.role == roleReplica && st.role == roleReplica &&
 		prev.timeline == st.timeline && st.lsn >= prev.lsn && st.at.After(prev.at) {
 		st.replayRate = float64(st.lsn-prev.lsn) / st.at.Sub(prev.at).Seconds()

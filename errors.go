@@ -44,6 +44,13 @@ var (
 	ErrWriteOutcomeUnknown = errors.New("pgreplica: write outcome unknown (connection lost)")
 	// ErrClosed reports use of a connector after Close.
 	ErrClosed = errors.New("pgreplica: connector closed")
+	// ErrInsufficientPrivilege reports that the connecting role lacks a
+	// privilege the driver needs: Config.ExcludeSyncStandby without
+	// pg_read_all_stats (pg_monitor), which also matches ErrBadConfig, or
+	// a function the router cannot do without (pg_control_system(), the
+	// WAL position functions) revoked from the role. Connect and Ping
+	// return it; docs/operations.md lists what each feature needs.
+	ErrInsufficientPrivilege = errors.New("pgreplica: insufficient privilege")
 )
 
 // NoFreshReplicaError is the error of a read that no replica could serve

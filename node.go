@@ -50,6 +50,14 @@ type nodeStatus struct {
 	// receiver is a replica's WAL receiver state ("streaming", or "" when
 	// it has none); appName is the name the primary knows it by.
 	receiver, appName string
+	// statsHidden: the role lacks pg_read_all_stats, so PostgreSQL hides
+	// the WAL receiver's state, conninfo and timeline and the standbys'
+	// sync_state (privilege.go). receiverHidden: a WAL receiver runs but
+	// its state is hidden. denied is what the role may not use at all;
+	// user is the role's name.
+	statsHidden, receiverHidden bool
+	denied                      probeFn
+	user                        string
 	// syncStates maps a primary's standbys (application_name) to their
 	// sync_state (async, sync, potential, quorum).
 	syncStates map[string]string
@@ -113,6 +121,10 @@ type node struct {
 	probeConn   driver.Conn
 	probeConnAt time.Time
 	failures    int
+	// denied and user are what checkPrivileges found when probeConn
+	// connected.
+	denied probeFn
+	user   string
 }
 
 // observeReplay raises the cached replay LSN (never lowers it).
@@ -132,23 +144,41 @@ func (n *node) poke() {
 	}
 }
 
-// probeSQL asks everything the router needs in one round trip. The CASE
-// guards keep primary-only functions off replicas and vice versa.
-const probeSQL = `SELECT pg_is_in_recovery(),
+// probeQuery asks everything the router needs in one round trip. The
+// CASE guards keep primary-only functions off replicas and vice versa.
+// What the role may not use (denied) is left out, with a fallback where
+// the router can do without it (see privilege.go).
+func probeQuery(denied probeFn) string {
+	or := func(f probeFn, expr, fallback string) string {
+		if denied&f != 0 {
+			return fallback
+		}
+		return expr
+	}
+	setting := func(name, fallback string) string {
+		return or(fnSetting, "current_setting('"+name+"')", "'"+fallback+"'")
+	}
+	checkpointTL := or(fnControlCheckpoint, "(SELECT timeline_id FROM pg_control_checkpoint())", "NULL::int")
+	return `SELECT pg_is_in_recovery(),
  (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text,
- COALESCE(pg_last_wal_receive_lsn()::text, ''),
- CASE WHEN pg_is_in_recovery() THEN pg_is_wal_replay_paused() ELSE false END,
+ ` + or(fnReceiveLSN, "COALESCE(pg_last_wal_receive_lsn()::text, '')", "''") + `,
+ CASE WHEN pg_is_in_recovery() THEN ` + or(fnReplayPaused, "pg_is_wal_replay_paused()", "false") + ` ELSE false END,
  CASE WHEN pg_is_in_recovery()
-   THEN COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT timeline_id FROM pg_control_checkpoint()))
-   ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END,
+   THEN COALESCE(` + or(fnWalReceiver, "(SELECT received_tli FROM pg_stat_wal_receiver)", "NULL::int") + `, ` + checkpointTL + `)
+   ELSE ` + or(fnWalfileName, "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int", checkpointTL) + ` END,
  (SELECT system_identifier FROM pg_control_system())::text,
- current_setting('synchronous_commit') = 'off',
+ ` + setting("synchronous_commit", "on") + ` = 'off',
  CASE WHEN pg_is_in_recovery()
-   THEN COALESCE((SELECT status || ' ' || COALESCE(substring(conninfo from 'application_name=([^ ]+)'), '') FROM pg_stat_wal_receiver), '')
-   ELSE COALESCE((SELECT string_agg(application_name || '=' || sync_state, ',') FROM pg_stat_replication), '') END,
- CASE WHEN pg_is_in_recovery() THEN current_setting('recovery_min_apply_delay') ELSE '' END`
+   THEN ` + or(fnWalReceiver, "COALESCE((SELECT COALESCE(status, '') || ' ' || COALESCE(substring(conninfo from 'application_name=([^ ]+)'), '') FROM pg_stat_wal_receiver), '')", "''") + `
+   ELSE ` + or(fnReplication, "COALESCE((SELECT string_agg(application_name || '=' || sync_state, ',') FROM pg_stat_replication), '')", "''") + ` END,
+ CASE WHEN pg_is_in_recovery() THEN ` + setting("recovery_min_apply_delay", "0") + ` ELSE '' END,
+ ` + or(fnHasRole, "pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')", "false")
+}
 
-// probe runs probeSQL on the node's dedicated monitor connection.
+// probeSQL is the probe of a role that may use everything.
+var probeSQL = probeQuery(0)
+
+// probe runs probeQuery on the node's dedicated monitor connection.
 func (n *node) probe(ctx context.Context) *nodeStatus {
 	st, err := n.probeOnce(ctx)
 	if err != nil {
@@ -172,20 +202,32 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 			return nil, err
 		}
 		n.probeConn, n.probeConnAt = c, time.Now()
+		// Grants on functions change rarely: checked once per connection
+		// (a failed probe reconnects, and so checks again).
+		if n.denied, n.user, err = checkPrivileges(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	if req := n.denied & requiredFns; req != 0 {
+		return nil, deniedError(n.user, req)
 	}
 	// The round trip is timed without connection setup, which would
 	// skew the latency policy's EWMA.
 	start := time.Now()
-	rows, err := queryInner(ctx, n.probeConn, probeSQL, nil)
+	query := probeSQL
+	if n.denied != 0 {
+		query = probeQuery(n.denied)
+	}
+	rows, err := queryInner(ctx, n.probeConn, query, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	vals := make([]driver.Value, 9)
+	vals := make([]driver.Value, 10)
 	if err := rows.Next(vals); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	st := &nodeStatus{role: rolePrimary, sent: start, connSince: n.probeConnAt}
+	st := &nodeStatus{role: rolePrimary, sent: start, connSince: n.probeConnAt, denied: n.denied, user: n.user}
 	if !fresh {
 		// The first query on a new connection also prepares the statement:
 		// not a round trip worth comparing.
@@ -220,11 +262,16 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 			return nil, err
 		}
 	}
+	visible, _ := vals[9].(bool)
+	st.statsHidden = !visible
 	info := textValue(vals[7])
 	if st.role == roleReplica {
 		// "streaming replica1": the WAL receiver's state and the name
-		// the primary knows this replica by.
-		st.receiver, st.appName, _ = strings.Cut(info, " ")
+		// the primary knows this replica by; " " when one runs but the
+		// role may not see them, "" when none runs.
+		var running bool
+		st.receiver, st.appName, running = strings.Cut(info, " ")
+		st.receiverHidden = running && st.receiver == "" || n.denied&fnWalReceiver != 0
 	} else if info != "" {
 		st.syncStates = map[string]string{}
 		for _, kv := range strings.Split(info, ",") {

@@ -29,8 +29,10 @@ type NodeStatus struct {
 	// ReplayPaused reports pg_is_wal_replay_paused().
 	ReplayPaused bool
 	// Receiver is a replica's WAL receiver state ("streaming", …; "" when
-	// none runs). SyncState is its sync_state on the primary, when the
-	// primary reports it (needs pg_read_all_stats to map it).
+	// none runs). SyncState is its sync_state on the primary (async,
+	// sync, potential, quorum). Both read StatusNeedsMonitor when
+	// PostgreSQL hides them from the connecting role (it lacks
+	// pg_read_all_stats, which pg_monitor includes).
 	Receiver  string
 	SyncState string
 	// LagBytes is the primary's position minus the replica's replay
@@ -63,6 +65,9 @@ func (c *Connector) Nodes() []NodeStatus {
 			ns.Err, ns.Timeline, ns.SystemID, ns.LSN = st.err, st.timeline, st.sysid, st.lsn
 			ns.ReceiveLSN, ns.ReplayPaused, ns.Receiver, ns.Sampled = st.receive, st.paused, st.receiver, st.at
 			ns.SyncState = v.syncState
+			if st.receiverHidden {
+				ns.Receiver = StatusNeedsMonitor
+			}
 		}
 		if st.role == roleReplica {
 			ns.LSN = max(ns.LSN, LSN(v.n.replay.Load()))
@@ -77,6 +82,8 @@ func (c *Connector) Nodes() []NodeStatus {
 			ns.Why = t.writeErr.Error()
 		case ns.Reads && st.paused:
 			ns.Why = "replay paused: serves only reads it is already fresh enough for"
+		case ns.Reads && c.cfg.ExcludeSyncStandby && v.syncState == StatusNeedsMonitor:
+			ns.Why = "may be a synchronous standby: ExcludeSyncStandby cannot tell without pg_monitor, and new connections fail"
 		default:
 			ns.Why = r.explain(v, &untokened, t)
 		}
@@ -96,6 +103,9 @@ func (r rejection) explain(v *nodeView, pl *plan, t *topology) string {
 	case rejectUnprobed:
 		return "not probed yet"
 	case rejectUnreachable:
+		if errors.Is(st.err, ErrInsufficientPrivilege) {
+			return "answers, but the role lacks privileges: " + st.err.Error()
+		}
 		return "unreachable: " + st.err.Error()
 	case rejectSuperseded:
 		return fmt.Sprintf("out of recovery on timeline %d beside the primary on timeline %d: superseded, gets no writes", st.timeline, pst.timeline)
@@ -104,6 +114,10 @@ func (r rejection) explain(v *nodeView, pl *plan, t *topology) string {
 	case rejectOtherCluster:
 		return fmt.Sprintf("system identifier %d differs from the primary's %d", st.sysid, pst.sysid)
 	case rejectOldTimeline:
+		if st.receiverHidden {
+			return fmt.Sprintf("on timeline %d as of its last restartpoint, behind the primary's timeline %d: "+
+				"its WAL receiver's timeline needs pg_monitor, so it gets reads once a restartpoint shows it follows", st.timeline, pst.timeline)
+		}
 		return fmt.Sprintf("on timeline %d, behind the primary's timeline %d: not following it yet", st.timeline, pst.timeline)
 	case rejectSyncStandby:
 		return "synchronous standby (excluded by configuration)"

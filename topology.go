@@ -159,6 +159,9 @@ func (t *topology) exclusion(i int, excludeSync bool) rejection {
 	if st.appName != "" {
 		v.syncState = p.status.syncStates[st.appName]
 	}
+	if p.status.syncHidden() {
+		v.syncState = StatusNeedsMonitor // ExcludeSyncStandby fails at Connect
+	}
 	if excludeSync && (v.syncState == "sync" || v.syncState == "quorum") {
 		return rejectSyncStandby
 	}

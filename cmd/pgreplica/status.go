@@ -310,6 +310,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // errState names the kind of failure behind a probe error.
 func errState(err error) string {
+	if errors.Is(err, pgreplica.ErrInsufficientPrivilege) {
+		return "denied" // answers, but the role may not use it
+	}
 	var coded interface{ SQLState() string }
 	if errors.As(err, &coded) && strings.HasPrefix(coded.SQLState(), "28") {
 		return "auth failed" // class 28: invalid authorization specification

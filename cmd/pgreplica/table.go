@@ -39,6 +39,9 @@ func renderStatus(w io.Writer, rep report) error {
 	case errors.Is(rep.PingErr, pgreplica.ErrNoReachableHost):
 		// Each row says why; the joined message would repeat them all.
 		fmt.Fprintln(w, "writes: no host is reachable")
+	case errors.Is(rep.PingErr, pgreplica.ErrInsufficientPrivilege):
+		// Not about writes: the role cannot serve the configuration.
+		fmt.Fprintln(w, rep.PingErr)
 	case rep.PingErr != nil:
 		fmt.Fprintf(w, "writes: %v\n", rep.PingErr)
 	}

@@ -86,6 +86,7 @@ type nodeReport struct {
 	LagBytes     *uint64  `json:"lag_bytes"`
 	LagMs        *float64 `json:"lag_ms"`
 	ReplayPaused bool     `json:"replay_paused"`
+	SyncState    string   `json:"sync_state"`
 	Conflicts    *int64   `json:"conflicts"`
 	Reads        bool     `json:"reads"`
 }

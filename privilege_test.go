@@ -1,0 +1,216 @@
+package pgreplica
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// fakeServer answers the monitor's two queries as a server would for a
+// role: the privilege check from denied, the probe from row.
+type fakeServer struct {
+	denied  probeFn
+	user    string
+	row     []driver.Value // the probe's answer
+	queries []string
+}
+
+func (f *fakeServer) Prepare(string) (driver.Stmt, error) { return nil, errors.New("unused") }
+func (f *fakeServer) Close() error                        { return nil }
+func (f *fakeServer) Begin() (driver.Tx, error)           { return nil, errors.New("unused") }
+
+func (f *fakeServer) QueryContext(_ context.Context, q string, _ []driver.NamedValue) (driver.Rows, error) {
+	f.queries = append(f.queries, q)
+	if q == privilegeSQL {
+		row := make([]driver.Value, len(probeFns)+1)
+		for i := range probeFns {
+			row[i] = f.denied&(1<<i) != 0
+		}
+		row[len(probeFns)] = f.user
+		return &fakeRows{row: row}, nil
+	}
+	for i, fn := range probeFns {
+		// A denied function in the probe fails it, as on a server.
+		if f.denied&(1<<i) != 0 && strings.Contains(q, strings.TrimSuffix(fn.name, "(pg_lsn)")) {
+			return nil, errors.New("permission denied for function " + fn.name)
+		}
+	}
+	return &fakeRows{row: f.row}, nil
+}
+
+type fakeRows struct {
+	row  []driver.Value
+	done bool
+}
+
+func (r *fakeRows) Columns() []string { return make([]string, len(r.row)) }
+func (r *fakeRows) Close() error      { return nil }
+func (r *fakeRows) Next(dest []driver.Value) error {
+	if r.done {
+		return io.EOF
+	}
+	r.done = true
+	copy(dest, r.row)
+	return nil
+}
+
+type fakeConnector struct{ srv *fakeServer }
+
+func (c fakeConnector) Connect(context.Context) (driver.Conn, error) { return c.srv, nil }
+func (c fakeConnector) Driver() driver.Driver                        { return nil }
+
+// Probe answers: a replica whose WAL receiver runs, as a role with and
+// without pg_read_all_stats sees it, and a primary with one sync standby.
+var (
+	replicaSeenByMonitor = []driver.Value{true, "0/3000000", "0/3000100", false, int64(1), "7", false, "streaming r1", "0", true}
+	replicaSeenByApp     = []driver.Value{true, "0/3000000", "0/3000100", false, int64(1), "7", false, " ", "0", false}
+	primarySeenByApp     = []driver.Value{false, "0/3000100", "", false, int64(1), "7", false, "", "", false}
+)
+
+func probeWith(t *testing.T, srv *fakeServer) *nodeStatus {
+	t.Helper()
+	n := &node{name: "h:5432", host: Host{Addr: "127.0.0.1"}, inner: fakeConnector{srv}}
+	st := n.probe(context.Background())
+	if n.probeConn != nil {
+		n.probeConn.Close()
+	}
+	return st
+}
+
+// TestProbeSeesHiddenReplicationState: without pg_read_all_stats the WAL
+// receiver runs but its state is hidden; the probe says so instead of
+// "no receiver".
+func TestProbeSeesHiddenReplicationState(t *testing.T) {
+	st := probeWith(t, &fakeServer{user: "app", row: replicaSeenByApp})
+	if st.err != nil {
+		t.Fatal(st.err)
+	}
+	if !st.statsHidden || !st.receiverHidden || st.receiver != "" || st.user != "app" {
+		t.Errorf("hidden replica: statsHidden=%v receiverHidden=%v receiver=%q user=%q", st.statsHidden, st.receiverHidden, st.receiver, st.user)
+	}
+	st = probeWith(t, &fakeServer{user: "mon", row: replicaSeenByMonitor})
+	if st.err != nil || st.statsHidden || st.receiverHidden || st.receiver != "streaming" || st.appName != "r1" {
+		t.Errorf("visible replica: %+v", st)
+	}
+	// No receiver at all is "no receiver" even for a plain role.
+	none := append([]driver.Value(nil), replicaSeenByApp...)
+	none[7] = ""
+	if st = probeWith(t, &fakeServer{user: "app", row: none}); st.receiverHidden || st.receiver != "" {
+		t.Errorf("no receiver: receiverHidden=%v receiver=%q", st.receiverHidden, st.receiver)
+	}
+}
+
+// TestProbeDoesWithoutOptionalFunctions: a function revoked from the role
+// leaves the probe (with a fallback), not the host; one the router needs
+// makes the probe fail with ErrInsufficientPrivilege, not as unreachable.
+func TestProbeDoesWithoutOptionalFunctions(t *testing.T) {
+	optional := fnControlCheckpoint | fnWalfileName | fnReplayPaused | fnReceiveLSN | fnWalReceiver | fnReplication | fnSetting
+	srv := &fakeServer{user: "app", denied: optional, row: replicaSeenByApp}
+	st := probeWith(t, srv)
+	if st.err != nil {
+		t.Fatalf("probe with optional functions denied: %v (queries %q)", st.err, srv.queries)
+	}
+	if st.role != roleReplica || st.denied != optional || !st.receiverHidden {
+		t.Errorf("status %+v", st)
+	}
+	q := probeQuery(optional)
+	for _, f := range []string{"pg_control_checkpoint", "pg_walfile_name", "pg_is_wal_replay_paused", "pg_last_wal_receive_lsn",
+		"pg_stat_wal_receiver", "pg_stat_replication", "current_setting"} {
+		if strings.Contains(q, f) {
+			t.Errorf("probe without %s still calls it:\n%s", f, q)
+		}
+	}
+	for _, f := range []string{"pg_is_in_recovery", "pg_last_wal_replay_lsn", "pg_current_wal_lsn", "pg_control_system", "pg_has_role"} {
+		if !strings.Contains(q, f) {
+			t.Errorf("degraded probe lost %s:\n%s", f, q)
+		}
+	}
+	if probeQuery(0) != probeSQL {
+		t.Error("probeSQL is not probeQuery(0)")
+	}
+
+	srv = &fakeServer{user: "App", denied: fnControlSystem | fnReplayPaused, row: replicaSeenByApp}
+	st = probeWith(t, srv)
+	if !errors.Is(st.err, ErrInsufficientPrivilege) || errors.Is(st.err, ErrBadConfig) {
+		t.Fatalf("probe with pg_control_system() denied: err %v, want ErrInsufficientPrivilege only", st.err)
+	}
+	if msg := st.err.Error(); !strings.Contains(msg, `GRANT EXECUTE ON FUNCTION pg_control_system() TO "App"`) ||
+		strings.Contains(msg, "pg_is_wal_replay_paused") {
+		t.Errorf("message %q should name the required function and the GRANT only", msg)
+	}
+	if len(srv.queries) != 1 {
+		t.Errorf("ran %d queries, want only the privilege check: %q", len(srv.queries), srv.queries)
+	}
+}
+
+// TestPrivilegeErr: ExcludeSyncStandby fails at Connect and Ping when the
+// primary hides sync_state; so does a host whose required function is
+// denied. Nodes() tells hidden state apart from its absence.
+func TestPrivilegeErr(t *testing.T) {
+	build := func(exclude bool, primary, replica []driver.Value, denied probeFn) *Connector {
+		c, err := newConnector(Config{Hosts: []Host{{Addr: "127.0.0.1", Port: 1}, {Addr: "127.0.0.1", Port: 2}}, ExcludeSyncStandby: exclude},
+			func(_ *Config, h Host) (driver.Connector, error) {
+				row := primary
+				if h.Port == 2 {
+					row = replica
+				}
+				return fakeConnector{&fakeServer{user: "app", row: row, denied: denied}}, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range c.nodes {
+			c.applyStatus(n, n.probe(context.Background()))
+			if n.probeConn != nil {
+				n.probeConn.Close()
+			}
+		}
+		c.publish(buildTopology(c.nodes, &c.primaryLSNs, exclude))
+		return c
+	}
+	c := build(true, primarySeenByApp, replicaSeenByApp, 0)
+	err := c.privilegeErr(c.topo.Load())
+	if !errors.Is(err, ErrInsufficientPrivilege) || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "GRANT pg_monitor TO app") {
+		t.Fatalf("ExcludeSyncStandby without pg_read_all_stats: %v", err)
+	}
+	ns := c.Nodes()
+	if ns[1].Receiver != StatusNeedsMonitor || ns[1].SyncState != StatusNeedsMonitor || !ns[1].Reads || !strings.Contains(ns[1].Why, "ExcludeSyncStandby") {
+		t.Errorf("replica as a plain role sees it: %+v", ns[1])
+	}
+	if ns[0].SyncState != "" || ns[0].Err != nil {
+		t.Errorf("primary: %+v", ns[0])
+	}
+
+	if c := build(false, primarySeenByApp, replicaSeenByApp, 0); c.privilegeErr(c.topo.Load()) != nil {
+		t.Errorf("without ExcludeSyncStandby a plain role needs nothing more: %v", c.privilegeErr(c.topo.Load()))
+	}
+	primaryVisible := append([]driver.Value(nil), primarySeenByApp...)
+	primaryVisible[7], primaryVisible[9] = "r1=sync", true
+	c = build(true, primaryVisible, replicaSeenByMonitor, 0)
+	if err := c.privilegeErr(c.topo.Load()); err != nil {
+		t.Errorf("with pg_read_all_stats: %v", err)
+	}
+	if ns := c.Nodes(); ns[1].SyncState != "sync" || ns[1].Reads {
+		t.Errorf("visible sync standby with ExcludeSyncStandby: %+v", ns[1])
+	}
+
+	c = build(false, primarySeenByApp, replicaSeenByApp, fnControlSystem)
+	err = c.privilegeErr(c.topo.Load())
+	if !errors.Is(err, ErrInsufficientPrivilege) || errors.Is(err, ErrBadConfig) {
+		t.Fatalf("pg_control_system() denied: %v", err)
+	}
+	if ns := c.Nodes(); !strings.HasPrefix(ns[0].Why, "answers, but the role lacks privileges") {
+		t.Errorf("denied host explained as %q", ns[0].Why)
+	}
+}
+
+func TestQuoteIdent(t *testing.T) {
+	for in, want := range map[string]string{"app": "app", "App": `"App"`, `a"b`: `"a""b"`, "svc_1": "svc_1", "": "<role>"} {
+		if got := quoteIdent(in); got != want {
+			t.Errorf("quoteIdent(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
