@@ -322,7 +322,7 @@ func (c *Connector) resolveUntil(ctx context.Context, m *clusterMarks, ticket ui
 // futile predicts whether waiting for a replica to replay pl.need can
 // succeed before the plan's deadline. A replica applies a commit no
 // sooner than its recovery_min_apply_delay after the primary wrote it, and
-// replays the bytes it lacks at the rate it was seen replaying. A wait
+// replays the bytes it lacks at the rate it was seen replaying a backlog. A wait
 // that no replica is predicted to end in time is not started: the read
 // falls back at once. Without a prediction (a paused replica, which may
 // have resumed since its probe; an idle one, whose rate is unknown) the
@@ -339,7 +339,10 @@ func (c *Connector) futile(pl *plan) bool {
 			return false
 		}
 		ready := passed.Add(v.status.applyDelay)
-		if behind := pl.need - min(pl.need, LSN(v.n.replay.Load())); behind > 0 && v.status.replayRate > 0 {
+		// The rate predicts only while replay is the bottleneck (WAL
+		// received and waiting): a replica that replays what it gets
+		// at once shows the primary's write rate, not its own speed.
+		if behind := pl.need - min(pl.need, LSN(v.n.replay.Load())); behind > 0 && v.status.replayRate > 0 && v.status.receive > v.status.lsn {
 			if r := now.Add(time.Duration(float64(behind) / v.status.replayRate * float64(time.Second))); r.After(ready) {
 				ready = r
 			}

@@ -95,6 +95,7 @@ func TestFutileWaitPrediction(t *testing.T) {
 		delay    time.Duration
 		rate     float64
 		paused   bool
+		backlog  bool // WAL received and not replayed at the last probe
 		need     LSN
 		passedAt time.Duration // how long ago the primary passed need (0: not yet sampled)
 		futile   bool
@@ -103,8 +104,9 @@ func TestFutileWaitPrediction(t *testing.T) {
 		{name: "apply delay within the budget", delay: 100 * time.Millisecond, need: 5000},
 		{name: "apply delay long since served", delay: 300 * time.Millisecond, need: 1500, passedAt: time.Second},
 		{name: "idle replica: no rate, no prediction", need: 5000},
-		{name: "far behind at its replay rate", rate: 1 << 20, need: 10 << 20, futile: true},
-		{name: "a little behind at its replay rate", rate: 1 << 20, need: 2000},
+		{name: "far behind at its replay rate", rate: 1 << 20, backlog: true, need: 10 << 20, futile: true},
+		{name: "a little behind at its replay rate", rate: 1 << 20, backlog: true, need: 2000},
+		{name: "a slow rate without a backlog is the primary's, not the replica's", rate: 100, need: 5000},
 		{name: "paused: it may have resumed", delay: time.Hour, paused: true, need: 5000},
 	}
 	for _, tc := range cases {
@@ -115,6 +117,10 @@ func TestFutileWaitPrediction(t *testing.T) {
 			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
 			st := &top.nodes[1].status
 			st.applyDelay, st.replayRate, st.paused = tc.delay, tc.rate, tc.paused
+			st.lsn = 1000
+			if tc.backlog {
+				st.receive = 20 << 20
+			}
 			pl := plan{topo: top, need: tc.need, deadline: now.Add(budget)}
 			if got := c.futile(&pl); got != tc.futile {
 				t.Errorf("futile = %v, want %v", got, tc.futile)
