@@ -152,6 +152,14 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical])
 	if v, ok := c.(driver.Validator); ok && !v.IsValid() {
 		return false
 	}
+	if p := res.Value(); !p.wire.live(p) {
+		// The server ended this connection while it sat idle (a restart,
+		// a failover, an administrator): a statement sent on it would fail
+		// after it was sent, which for a write means an unknown outcome.
+		// The monitor may not know yet.
+		hp.node.poke()
+		return false
+	}
 	if hp.healthCheckAfter >= 0 && res.IdleDuration() > hp.healthCheckAfter {
 		if p, ok := c.(driver.Pinger); ok && p.Ping(ctx) != nil {
 			return false
@@ -276,6 +284,39 @@ func noteSocket(ctx context.Context, c net.Conn) {
 		s.conns = append(s.conns, c)
 		s.mu.Unlock()
 	}
+}
+
+// sockState is what a look at an idle connection's socket found.
+type sockState uint8
+
+const (
+	// sockUnknown: no socket to look at, or the platform cannot look
+	// without reading.
+	sockUnknown sockState = iota
+	// sockIdle: nothing to read, the server has not closed it.
+	sockIdle
+	// sockPending: bytes arrived while no statement ran: on an idle
+	// PostgreSQL connection, almost always the FATAL error of a backend
+	// that was terminated (57P01 on a fast shutdown), followed by EOF.
+	sockPending
+	// sockClosed: the server closed or reset the connection.
+	sockClosed
+)
+
+// peek looks at the connection's socket without consuming anything (see
+// peekConn). The last socket dialed is the connection's: an inner driver
+// that falls back (sslmode=prefer) dials again after closing the first.
+func (s *sockets) peek() sockState {
+	s.mu.Lock()
+	var c net.Conn
+	if n := len(s.conns); n > 0 {
+		c = s.conns[n-1]
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return sockUnknown
+	}
+	return peekConn(c)
 }
 
 // close closes the sockets and reports whether there were any.
