@@ -70,6 +70,8 @@ type hostPool struct {
 	maxLifetime      time.Duration
 	maxIdle          time.Duration
 	healthCheckAfter time.Duration
+	// password is masked in connection errors (see redactErr).
+	password string
 
 	// all holds every live physical connection (added when connected,
 	// removed when destroyed: never on a statement's path), so that Close
@@ -85,6 +87,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 		maxLifetime:      cfg.ConnMaxLifetime,
 		maxIdle:          cfg.ConnMaxIdleTime,
 		healthCheckAfter: cfg.HealthCheckAfter,
+		password:         cfg.Password,
 		all:              make(map[*physical]struct{}),
 	}
 	timeout := cfg.ConnectTimeout
@@ -125,7 +128,8 @@ func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], e
 				return nil, ctx.Err()
 			}
 			hp.node.markSuspect()
-			return nil, fmt.Errorf("pgreplica: connect to %s: %w", hp.node.name, err)
+			err = nameResolveFailure(hp.node.host.Addr, redactErr(err, hp.password))
+			return nil, fmt.Errorf("pgreplica: connect to %w", newHostError(hp.node.name, err))
 		}
 		if !hp.usable(ctx, res) {
 			res.Destroy()

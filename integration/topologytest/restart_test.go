@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +19,7 @@ import (
 // (FATAL 57P01, then EOF). No write was in flight, so none may be reported
 // as ErrWriteOutcomeUnknown: once the monitor sees the primary again, the
 // next writes succeed on fresh connections; while it is stopped, a write
-// fails with ErrNoPrimary. The
+// fails with ErrNoPrimary, naming the host and the refused connection. The
 // ping of long-idle connections (pgreplica_health_check_after) is turned
 // off, so that only the check of every pooled connection before it is lent
 // can tell the dead ones: with the ping, whether a restart outlasts its
@@ -73,6 +75,7 @@ func restartPrimary(t *testing.T, c *integration.Cluster, inner string) {
 			t.Error(err)
 		}
 	})
+	primary := fmt.Sprintf("127.0.0.1:%d", c.Port(0))
 	refused := func(when string, err error) {
 		t.Helper()
 		switch {
@@ -82,6 +85,8 @@ func restartPrimary(t *testing.T, c *integration.Cluster, inner string) {
 			t.Errorf("%s: write %s: %v; the write was never sent", inner, when, err)
 		case !errors.Is(err, pgreplica.ErrNoPrimary):
 			t.Errorf("%s: write %s: %v; want ErrNoPrimary", inner, when, err)
+		case !strings.Contains(err.Error(), primary) || !strings.Contains(err.Error(), "connection refused"):
+			t.Errorf("%s: write %s: %q does not say that %s refused the connection", inner, when, err, primary)
 		}
 		t.Logf("%s: write %s: %v", inner, when, err)
 	}
@@ -97,7 +102,11 @@ func restartPrimary(t *testing.T, c *integration.Cluster, inner string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	refused("once the monitor saw the primary down", insert())
+	err := insert()
+	refused("once the monitor saw the primary down", err)
+	if err != nil && !strings.Contains(err.Error(), "in recovery") {
+		t.Errorf("%s: %q does not say the other host is in recovery", inner, err)
+	}
 }
 
 // fillPrimaryPool leaves idleConns connections to the primary idle in the
