@@ -164,6 +164,7 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 	prev := n.status.Load()
 	if st.err != nil {
+		st.err = nameResolveFailure(n.host.Addr, redactErr(st.err, c.cfg.Password))
 		n.failures++
 		if prev != nil {
 			// Keep the last known role and position for status and

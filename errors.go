@@ -12,14 +12,25 @@ var (
 	ErrUnknownOption = errors.New("pgreplica: unknown option")
 	// ErrBadConfig reports a Config value that is out of range.
 	ErrBadConfig = errors.New("pgreplica: invalid configuration")
-	// ErrNoReachableHost reports that no host of the DSN answered.
+	// ErrNoReachableHost reports that no host of the DSN answered. The
+	// error names each host with its cause, and wraps a *HostError for
+	// each.
 	ErrNoReachableHost = errors.New("pgreplica: no reachable host")
+	// ErrAuth reports a host that refused the credentials: a wrong
+	// password (SQLSTATE 28P01), or a role that does not exist or that
+	// pg_hba.conf does not let in (28000), from either inner driver. It
+	// matches through that host's *HostError, so the server's own error
+	// stays reachable too (errors.As with *pgconn.PgError or *pq.Error).
+	// Trying again does not help: the configuration must change.
+	ErrAuth = errors.New("pgreplica: authentication failed")
 	// ErrAmbiguousHost reports a host name that resolves to several
 	// addresses; such a host gets no statements.
 	ErrAmbiguousHost = errors.New("pgreplica: host name resolves to several addresses")
 	// ErrNoPrimary reports that no host is out of recovery, or that the
 	// primary stopped accepting connections since it was last probed
-	// (nothing was sent): writes fail, reads still go to replicas.
+	// (nothing was sent): writes fail, reads still go to replicas. The
+	// error names the hosts that failed with their causes (wrapping a
+	// *HostError for each) and those in recovery.
 	ErrNoPrimary = errors.New("pgreplica: no primary")
 	// ErrSplitBrain reports that more than one host claims to be the primary
 	// and the driver cannot tell which one is legitimate; no write is sent.

@@ -201,12 +201,31 @@ type wire interface {
 	// for a connection that broke after a statement was sent (lib/pq
 	// does), so that ErrBadConn does not prove the write was not sent.
 	badConnMaySend() bool
+	// live reports whether the idle connection p can take a statement, as
+	// far as can be told without a round trip: the server has not closed
+	// it or sent it a termination. The pool asks before lending p, so that
+	// a write is not sent on a connection that died while idle (its error
+	// would leave the write's outcome unknown).
+	live(p *physical) bool
 }
 
 // genericWire assumes the worst of ErrBadConn.
 type genericWire struct{}
 
 func (genericWire) badConnMaySend() bool { return true }
+
+// live looks at the socket only: lib/pq cannot hand over a message that
+// arrived on an idle connection, and on one that is almost always the
+// backend's FATAL termination, so pending bytes count as dead too (at
+// worst a connection is replaced). Without a socket (a test double), the
+// connection is taken as it is.
+func (genericWire) live(p *physical) bool {
+	switch p.socks.peek() {
+	case sockClosed, sockPending:
+		return false
+	}
+	return true
+}
 
 // describe prepares and closes the inner driver's own statement: for
 // lib/pq the round trip its Close would cost later anyway, and lib/pq's

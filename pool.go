@@ -70,6 +70,8 @@ type hostPool struct {
 	maxLifetime      time.Duration
 	maxIdle          time.Duration
 	healthCheckAfter time.Duration
+	// password is masked in connection errors (see redactErr).
+	password string
 
 	// all holds every live physical connection (added when connected,
 	// removed when destroyed: never on a statement's path), so that Close
@@ -85,6 +87,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 		maxLifetime:      cfg.ConnMaxLifetime,
 		maxIdle:          cfg.ConnMaxIdleTime,
 		healthCheckAfter: cfg.HealthCheckAfter,
+		password:         cfg.Password,
 		all:              make(map[*physical]struct{}),
 	}
 	timeout := cfg.ConnectTimeout
@@ -125,7 +128,8 @@ func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], e
 				return nil, ctx.Err()
 			}
 			hp.node.markSuspect()
-			return nil, fmt.Errorf("pgreplica: connect to %s: %w", hp.node.name, err)
+			err = nameResolveFailure(hp.node.host.Addr, redactErr(err, hp.password))
+			return nil, fmt.Errorf("pgreplica: connect to %w", newHostError(hp.node.name, err))
 		}
 		if !hp.usable(ctx, res) {
 			res.Destroy()
@@ -150,6 +154,14 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical])
 	}
 	c := res.Value().conn
 	if v, ok := c.(driver.Validator); ok && !v.IsValid() {
+		return false
+	}
+	if p := res.Value(); !p.wire.live(p) {
+		// The server ended this connection while it sat idle (a restart,
+		// a failover, an administrator): a statement sent on it would fail
+		// after it was sent, which for a write means an unknown outcome.
+		// The monitor may not know yet.
+		hp.node.poke()
 		return false
 	}
 	if hp.healthCheckAfter >= 0 && res.IdleDuration() > hp.healthCheckAfter {
@@ -276,6 +288,39 @@ func noteSocket(ctx context.Context, c net.Conn) {
 		s.conns = append(s.conns, c)
 		s.mu.Unlock()
 	}
+}
+
+// sockState is what a look at an idle connection's socket found.
+type sockState uint8
+
+const (
+	// sockUnknown: no socket to look at, or the platform cannot look
+	// without reading.
+	sockUnknown sockState = iota
+	// sockIdle: nothing to read, the server has not closed it.
+	sockIdle
+	// sockPending: bytes arrived while no statement ran: on an idle
+	// PostgreSQL connection, almost always the FATAL error of a backend
+	// that was terminated (57P01 on a fast shutdown), followed by EOF.
+	sockPending
+	// sockClosed: the server closed or reset the connection.
+	sockClosed
+)
+
+// peek looks at the connection's socket without consuming anything (see
+// peekConn). The last socket dialed is the connection's: an inner driver
+// that falls back (sslmode=prefer) dials again after closing the first.
+func (s *sockets) peek() sockState {
+	s.mu.Lock()
+	var c net.Conn
+	if n := len(s.conns); n > 0 {
+		c = s.conns[n-1]
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return sockUnknown
+	}
+	return peekConn(c)
 }
 
 // close closes the sockets and reports whether there were any.

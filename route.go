@@ -153,6 +153,10 @@ func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (l
 		if ctx.Err() == nil && isConnLost(err) {
 			// The primary went away since the last probe; the monitor will
 			// say so too in a moment. Nothing was sent.
+			var he *HostError
+			if errors.As(err, &he) {
+				return lease{}, &hostsError{kinds: []error{ErrNoPrimary}, failed: []*HostError{he}}
+			}
 			return lease{}, fmt.Errorf("%w: %w", ErrNoPrimary, err)
 		}
 		return lease{}, err

@@ -15,7 +15,8 @@ type topology struct {
 	nodes   []nodeView // every host, in DSN order
 	primary int        // index into nodes; -1 when no host takes writes
 	// writeErr says why there is no primary (wraps ErrNoPrimary or
-	// ErrSplitBrain).
+	// ErrSplitBrain): which hosts failed and why (a *HostError each),
+	// which are in recovery.
 	writeErr error
 	// reachable is false when no host answered; reachErr says why.
 	reachable bool
@@ -75,35 +76,41 @@ func emptyTopology(nodes []*node) *topology {
 func buildTopology(nodes []*node, lags *lagTracker, excludeSync bool) *topology {
 	t := &topology{primary: -1, nodes: make([]nodeView, len(nodes))}
 	var primaries []int
-	var down []string
+	// Why there may be no primary: the hosts that failed and their
+	// causes, those in recovery, those not probed yet.
+	var down []*HostError
+	var inRecovery, unprobed []string
 	for i, n := range nodes {
 		v := &t.nodes[i]
 		v.n, v.rtt = n, n.rttEWMA()
 		st := n.status.Load()
 		if st == nil {
+			unprobed = append(unprobed, n.name)
 			continue
 		}
 		v.status, v.probed = *st, true
 		if !st.healthy() {
 			if st.err != nil {
-				down = append(down, fmt.Sprintf("%s: %v", n.name, st.err))
+				down = append(down, newHostError(n.name, st.err))
 			}
 			continue
 		}
 		t.reachable = true
 		if st.role == rolePrimary {
 			primaries = append(primaries, i)
+		} else {
+			inRecovery = append(inRecovery, n.name)
 		}
 	}
 	if !t.reachable {
-		t.reachErr = fmt.Errorf("%w: %s", ErrNoReachableHost, strings.Join(down, "; "))
+		t.reachErr = &hostsError{kinds: []error{ErrNoReachableHost}, failed: down, unprobed: unprobed}
 	}
 
 	switch len(primaries) {
 	case 0:
-		t.writeErr = fmt.Errorf("%w: every reachable host is in recovery", ErrNoPrimary)
+		t.writeErr = &hostsError{kinds: []error{ErrNoPrimary}, failed: down, inRecovery: inRecovery, unprobed: unprobed}
 		if !t.reachable {
-			t.writeErr = fmt.Errorf("%w: %w", ErrNoPrimary, t.reachErr)
+			t.writeErr = &hostsError{kinds: []error{ErrNoPrimary, ErrNoReachableHost}, failed: down, unprobed: unprobed}
 		}
 	case 1:
 		t.primary = primaries[0]

@@ -3,6 +3,7 @@ package pgreplica
 import (
 	"context"
 	"database/sql/driver"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -30,3 +31,27 @@ func (w *pgxWire) describe(ctx context.Context, _ *physical, query string) (int,
 // badConnMaySend is false: pgx returns ErrBadConn only when nothing was
 // sent.
 func (*pgxWire) badConnMaySend() bool { return false }
+
+// live asks pgx, which knows a connection it closed, then the socket;
+// bytes pending on an idle connection are read by pgx (what
+// PgConn.CheckConn does, bounded by a millisecond since they are already
+// there), which closes the connection on a FATAL error such as the 57P01
+// of a fast shutdown, and handles a notice or a parameter status as
+// usual. A healthy idle connection costs one system call, never a round
+// trip.
+func (w *pgxWire) live(p *physical) bool {
+	pc := w.conn.PgConn()
+	if pc.IsClosed() {
+		return false
+	}
+	switch p.socks.peek() {
+	case sockClosed:
+		return false
+	case sockPending:
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		_, err := pc.ReceiveMessage(ctx)
+		cancel()
+		return err == nil && !pc.IsClosed()
+	}
+	return true
+}

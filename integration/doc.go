@@ -26,9 +26,10 @@
 // "nobody"), because PostgreSQL refuses to run as root.
 //
 // Lag and faults are injected with PauseReplay, SetApplyDelay, Stop, Kill
-// and Promote; Repoint makes a replica follow another node. Waits (Start,
-// WaitStreaming, WaitCaughtUp, PauseReplay, ...) poll every few milliseconds
-// and are bounded by their context.
+// and Promote; Repoint makes a replica follow another node; SetHBA puts
+// authentication rules before the trust rules (a role that must give its
+// password). Waits (Start, WaitStreaming, WaitCaughtUp, PauseReplay, ...)
+// poll every few milliseconds and are bounded by their context.
 //
 // With Docker, node i runs in a container of its own on a private Docker
 // network. Its server listens on Port(i) inside the container, published

@@ -1,0 +1,45 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
+
+package pgreplica
+
+import (
+	"errors"
+	"net"
+	"syscall"
+)
+
+// peekConn looks at an idle connection's socket without reading from it
+// (recv with MSG_PEEK|MSG_DONTWAIT: one system call, no round trip, and
+// whatever is pending stays there for the inner driver).
+func peekConn(c net.Conn) sockState {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return sockUnknown
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return sockUnknown
+	}
+	state := sockUnknown
+	err = raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case errors.Is(rerr, syscall.EAGAIN), errors.Is(rerr, syscall.EWOULDBLOCK):
+			state = sockIdle
+		case errors.Is(rerr, syscall.EINTR):
+			state = sockUnknown
+		case rerr != nil: // ECONNRESET, ETIMEDOUT, ...
+			state = sockClosed
+		case n == 0: // the server closed its end
+			state = sockClosed
+		default:
+			state = sockPending
+		}
+		return true // never wait for the socket to become readable
+	})
+	if err != nil {
+		return sockClosed // closed on our side
+	}
+	return state
+}
