@@ -180,12 +180,24 @@ var probeSQL = probeQuery(0)
 
 // probe runs probeQuery on the node's dedicated monitor connection.
 func (n *node) probe(ctx context.Context) *nodeStatus {
+	reused := n.probeConn != nil
 	st, err := n.probeOnce(ctx)
-	if err != nil {
-		if n.probeConn != nil {
+	if err != nil && n.probeConn != nil {
+		n.probeConn.Close()
+		n.probeConn = nil
+	}
+	if err != nil && reused && isConnLost(err) && ctx.Err() == nil {
+		// The connection died since the last probe (a restart): what
+		// the host says to a new one is its state now, and the cause
+		// worth reporting ("connection refused" rather than lib/pq's
+		// "bad connection").
+		st, err = n.probeOnce(ctx)
+		if err != nil && n.probeConn != nil {
 			n.probeConn.Close()
 			n.probeConn = nil
 		}
+	}
+	if err != nil {
 		return &nodeStatus{err: err, at: time.Now()}
 	}
 	return st

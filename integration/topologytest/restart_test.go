@@ -85,8 +85,8 @@ func restartPrimary(t *testing.T, c *integration.Cluster, inner string) {
 			t.Errorf("%s: write %s: %v; the write was never sent", inner, when, err)
 		case !errors.Is(err, pgreplica.ErrNoPrimary):
 			t.Errorf("%s: write %s: %v; want ErrNoPrimary", inner, when, err)
-		case !strings.Contains(err.Error(), primary) || !strings.Contains(err.Error(), "connection refused"):
-			t.Errorf("%s: write %s: %q does not say that %s refused the connection", inner, when, err, primary)
+		case !strings.Contains(err.Error(), primary) || !namesShutdown(err):
+			t.Errorf("%s: write %s: %q does not say that %s shut down or refused the connection", inner, when, err, primary)
 		}
 		t.Logf("%s: write %s: %v", inner, when, err)
 	}
@@ -150,4 +150,17 @@ func awaitPrimary(t *testing.T, ctx context.Context, cn *pgreplica.Connector, c 
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// namesShutdown reports whether err names a cause of a server going down:
+// a refused or reset connection, or the server's own shutdown messages
+// (57P01 terminating, 57P03 shutting down), depending on which the
+// monitor's probe or the pool met first.
+func namesShutdown(err error) bool {
+	for _, cause := range []string{"connection refused", "connection reset", "57P01", "57P03"} {
+		if strings.Contains(err.Error(), cause) {
+			return true
+		}
+	}
+	return false
 }
