@@ -25,11 +25,11 @@ type plan struct {
 	// pending is the ticket of a write (or session read on the primary)
 	// the read must see but whose position is not read yet (0: none; see
 	// clusterMarks): the read goes to the primary or resolves it first
-	// (Config.ReadAfterWrite). pendingWrite says it is a write's, which
-	// the read may send to the primary instead; a session's read on the
-	// primary only needs its bound read before a replica serves the next.
-	pending      uint64
-	pendingWrite bool
+	// (Config.ReadAfterWrite). pendingWriteAt is when the latest pending
+	// write committed (zero: only the bound of a session's read on the
+	// primary is pending, which is resolved, never sent to the primary).
+	pending        uint64
+	pendingWriteAt time.Time
 	// maxLag and maxLagBytes bound replicas' lag for reads without a
 	// position: Config.MaxLag/MaxLagBytes, or the context's staleness.
 	maxLag      time.Duration
@@ -101,10 +101,15 @@ func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process p
 		need = max(need, process.shared)
 		pl.pending = process.pendingShared
 	}
-	pl.pendingWrite = pl.pending != 0
+	if pl.pending != 0 {
+		pl.pendingWriteAt = process.writeAt
+	}
 	if kind == readPosition {
-		if st, w := pl.session.pendingFor(t.sysid); st != 0 {
-			pl.pending, pl.pendingWrite = max(pl.pending, st), pl.pendingWrite || w
+		if st, at := pl.session.pendingFor(t.sysid); st != 0 {
+			pl.pending = max(pl.pending, st)
+			if at.After(pl.pendingWriteAt) {
+				pl.pendingWriteAt = at
+			}
 		}
 	}
 	pl.kind, pl.need = kind, need

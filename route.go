@@ -269,15 +269,17 @@ func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
 }
 
 // readAfterWrite handles a read that needs a write whose position is not
-// read yet (pl.pending). With ReadAfterWritePrimary it takes the primary
-// at once when a fallback slot is free (ok): no replica can have a write
-// that young. Otherwise it reads the position (sharing the statement with
-// concurrent readers and the background capture) and lets the read look
-// for a replica that has it.
+// read yet (pl.pending). For a write younger than youngWrite, with
+// ReadAfterWritePrimary, it takes the primary at once when a fallback slot
+// is free (ok): no replica can have a write that young. Otherwise it reads
+// the position (sharing the statement with concurrent readers and the
+// background capture, which a loaded machine may have delayed) and lets
+// the read look for a replica that has it.
 func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok bool, err error) {
 	m := c.marksFor(pl.topo.sysid)
 	if m.covered.Load() < pl.pending {
-		if pl.pendingWrite && c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError {
+		young := !pl.pendingWriteAt.IsZero() && time.Since(pl.pendingWriteAt) < youngWrite
+		if young && c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError {
 			select {
 			case c.fallbackSlots <- struct{}{}:
 				if l, err := c.leasePrimary(ctx, pl.topo, true); err == nil {
@@ -304,6 +306,11 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok b
 	pl.fresh = pl.replicas(true)
 	return lease{}, false, nil
 }
+
+// youngWrite is the age under which a write is taken to be on no replica
+// yet: about when its background capture is due. Replication on a fast
+// network takes about as long.
+const youngWrite = captureDelay
 
 // resolveUntil resolves ticket, trying again while it fails (a failover:
 // the new primary may be known in a moment) until deadline.

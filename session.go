@@ -89,6 +89,7 @@ type sessionPos struct {
 	// of the latest such write; marks are the cluster marks whose captures
 	// cover them (see clusterMarks). 0: none.
 	pending, pendingWrite atomic.Uint64
+	pendingWriteAt        atomic.Int64 // unix ns
 	marks                 atomic.Pointer[clusterMarks]
 	// via is the connector of the session's last operation on the
 	// cluster: it reads pending positions for Token and Snapshot.
@@ -211,6 +212,7 @@ func (s *Session) notePending(sysid uint64, timeline uint32, c *Connector, m *cl
 		p.via.Store(c)
 		atomicMax(&p.pending, ticket)
 		if write {
+			p.pendingWriteAt.Store(time.Now().UnixNano())
 			atomicMax(&p.pendingWrite, ticket)
 		}
 	case write:
@@ -222,19 +224,22 @@ func (s *Session) notePending(sysid uint64, timeline uint32, c *Connector, m *cl
 }
 
 // pendingFor returns the ticket a read on cluster sysid must have
-// resolved (see plan.pending), 0 if none, and whether it is a write's
-// (which a read may instead send to the primary) rather than only the
-// bound of a read on the primary.
-func (s *Session) pendingFor(sysid uint64) (ticket uint64, write bool) {
+// resolved (see plan.pending), 0 if none, and when the latest pending
+// write committed (zero when only the bound of a read on the primary is
+// pending).
+func (s *Session) pendingFor(sysid uint64) (ticket uint64, writeAt time.Time) {
 	if s == nil || sysid == 0 {
-		return 0, false
+		return 0, time.Time{}
 	}
 	if p := s.pos(sysid, false); p != nil {
 		if t := p.settle(); t != 0 {
-			return t, p.pendingWrite.Load() != 0
+			if p.pendingWrite.Load() != 0 {
+				writeAt = time.Unix(0, p.pendingWriteAt.Load())
+			}
+			return t, writeAt
 		}
 	}
-	return 0, false
+	return 0, time.Time{}
 }
 
 // raise max-merges a position into p.

@@ -48,6 +48,8 @@ type clusterMarks struct {
 	// the insert position); covered the highest ticket whose position is
 	// in all (and, if shared, in shared).
 	issued, writeIssued, sharedIssued, asyncIssued, covered atomic.Uint64
+	// writeAt is when the latest write ticket was issued (unix ns).
+	writeAt atomic.Int64
 	// capturer is the connector that wrote last: it runs captures for
 	// readers without a connector of their own (Session.Token).
 	capturer atomic.Pointer[Connector]
@@ -91,6 +93,8 @@ type processLSNs struct {
 	// pendingAll and pendingShared are the highest uncovered tickets (0:
 	// none) of all writes and of writes without a Session.
 	pendingAll, pendingShared uint64
+	// writeAt is when the latest write committed.
+	writeAt time.Time
 }
 
 // snapshot reads the marks.
@@ -99,6 +103,7 @@ func (m *clusterMarks) snapshot() processLSNs {
 	p := processLSNs{all: LSN(m.all.Load()), shared: LSN(m.shared.Load())}
 	if w := m.writeIssued.Load(); w > covered {
 		p.pendingAll = w
+		p.writeAt = time.Unix(0, m.writeAt.Load())
 	}
 	if s := m.sharedIssued.Load(); s > covered {
 		p.pendingShared = s
@@ -116,6 +121,7 @@ func (m *clusterMarks) issue(write, shared, async bool) uint64 {
 		atomicMax(&m.asyncIssued, t)
 	}
 	if write {
+		m.writeAt.Store(time.Now().UnixNano())
 		atomicMax(&m.writeIssued, t)
 	}
 	if shared {
