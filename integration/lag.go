@@ -26,10 +26,20 @@ func (c *Cluster) PauseReplay(ctx context.Context, i int) error {
 }
 
 // ResumeReplay resumes WAL replay on replica i (pg_wal_replay_resume) and
-// returns once the replica no longer reports it paused.
+// returns once the replica replays again.
 func (c *Cluster) ResumeReplay(ctx context.Context, i int) error {
 	if err := c.Exec(ctx, i, "SELECT pg_wal_replay_resume()"); err != nil {
 		return err
+	}
+	if c.srv.major() < 14 {
+		// Before PostgreSQL 14 a paused startup process looks at the
+		// pause flag once a second (pg_usleep in recoveryPausesHere):
+		// replay goes on up to a second after pg_is_wal_replay_paused()
+		// turned false. It has gone on once the startup process no longer
+		// waits in RecoveryPause.
+		return c.waitValue(ctx, i, fmt.Sprintf("replay on node %d to resume", i),
+			"SELECT NOT pg_is_wal_replay_paused() AND coalesce((SELECT wait_event FROM pg_stat_activity "+
+				"WHERE backend_type = 'startup'), '') <> 'RecoveryPause'", "t")
 	}
 	return c.waitValue(ctx, i, fmt.Sprintf("replay on node %d to resume", i),
 		"SELECT pg_is_wal_replay_paused()", "f")

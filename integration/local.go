@@ -31,7 +31,7 @@ type localServers struct {
 
 // localNode is the local state of one node. Its directory holds the data
 // directory and the server log (kept outside the data directory so that
-// pg_basebackup does not copy the primary's log into a replica).
+// a clone does not copy the primary's log into a replica).
 type localNode struct {
 	dir     string // <cluster dir>/n<index>, owned by the server user
 	data    string // dir/data
@@ -53,6 +53,10 @@ func newLocalServers(ctx context.Context, opts Options) (*localServers, error) {
 	acct, err := serverAccount()
 	if err != nil {
 		return nil, err
+	}
+	if err := acct.canReach(bin.dir); err != nil {
+		return nil, fmt.Errorf("integration: the server binaries in %s are out of reach: %w; "+
+			"install them where every user can traverse", bin.dir, err)
 	}
 	if opts.Dir != "" {
 		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
@@ -76,14 +80,20 @@ func newLocalServers(ctx context.Context, opts Options) (*localServers, error) {
 		return fail(fmt.Errorf("integration: %w", err))
 	}
 	if err := acct.canReach(s.dir); err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("integration: %w; use an Options.Dir that every user can traverse, such as one under %s",
+			err, os.TempDir()))
 	}
 	s.dog = startWatchdog(localWatchdogScript, s.dir)
 	return s, nil
 }
 
 func (s *localServers) describe() string {
-	return fmt.Sprintf("PostgreSQL %d from %s, running as %s, in %s", s.bin.major, s.bin.dir, s.acct.name, s.dir)
+	clone := "pg_basebackup"
+	if !s.bin.basebackup || cloneByCopy {
+		clone = "an online file copy"
+	}
+	return fmt.Sprintf("PostgreSQL %d from %s, running as %s, in %s, replicas cloned with %s",
+		s.bin.major, s.bin.dir, s.acct.name, s.dir, clone)
 }
 
 func (s *localServers) major() int { return s.bin.major }
@@ -145,6 +155,9 @@ func (s *localServers) createReplica(ctx context.Context, n, upstream *node, con
 	p, err := s.newProc(n)
 	if err != nil {
 		return err
+	}
+	if !s.bin.basebackup || cloneByCopy {
+		return s.cloneReplica(ctx, n, upstream, p, conninfo)
 	}
 	host, port := s.peerAddr(upstream)
 	if _, err := s.run(ctx, "pg_basebackup", "-h", host, "-p", strconv.Itoa(port),

@@ -111,7 +111,7 @@ func ownGroup() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true
 
 // canReach reports an error unless a can traverse every directory from the
 // root down to dir (a server running as another user than ours cannot use
-// a data directory under, say, a 0700 home directory).
+// a data directory, or binaries, under, say, a 0700 home directory).
 func (a account) canReach(dir string) error {
 	if !a.switched {
 		return nil
@@ -132,9 +132,7 @@ func (a account) canReach(dir string) error {
 				search = 0o010
 			}
 			if mode&search == 0 {
-				return fmt.Errorf("integration: the server runs as OS user %s, which cannot enter %s (mode %v); "+
-					"use an Options.Dir that every user can traverse, such as one under %s",
-					a.name, d, mode, os.TempDir())
+				return fmt.Errorf("the server runs as OS user %s, which cannot enter %s (mode %v)", a.name, d, mode)
 			}
 		}
 		if parent := filepath.Dir(d); parent == d {

@@ -70,17 +70,43 @@ func (s *localServers) dropTemplate() {
 // copyTree copies the directory tree src to dst (which must not exist),
 // keeping permissions and giving everything to the server user.
 func (s *localServers) copyTree(src, dst string) error {
+	return s.copyTreeFiltered(src, dst, false, nil)
+}
+
+// copyTreeFiltered is copyTree with a filter, which sees each path
+// relative to src and may skip it or, for a directory, its contents (the
+// directory itself is still made). With live, src belongs to a running
+// server: a file or directory that vanishes during the copy is left out
+// instead of failing it.
+func (s *localServers) copyTreeFiltered(src, dst string, live bool,
+	filter func(rel string, d fs.DirEntry) (skip, skipContents bool)) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if live && path != src && isVanished(err) {
+				return nil
+			}
 			return err
 		}
 		rel, err := filepath.Rel(src, path)
 		if err != nil {
 			return err
 		}
+		var skip, skipContents bool
+		if filter != nil && rel != "." {
+			skip, skipContents = filter(rel, d)
+		}
+		if skip {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		target := filepath.Join(dst, rel)
 		info, err := d.Info()
 		if err != nil {
+			if live && isVanished(err) {
+				return nil
+			}
 			return err
 		}
 		switch {
@@ -92,9 +118,18 @@ func (s *localServers) copyTree(src, dst string) error {
 			if err := os.Chmod(target, info.Mode().Perm()); err != nil {
 				return err
 			}
+			if skipContents {
+				if err := s.acct.chown(target); err != nil {
+					return err
+				}
+				return filepath.SkipDir
+			}
 		case d.Type()&fs.ModeSymlink != 0:
 			link, err := os.Readlink(path)
 			if err != nil {
+				if live && isVanished(err) {
+					return nil
+				}
 				return err
 			}
 			if err := os.Symlink(link, target); err != nil {
@@ -106,6 +141,9 @@ func (s *localServers) copyTree(src, dst string) error {
 			return nil
 		case d.Type().IsRegular():
 			if err := copyFile(path, target, info.Mode().Perm()); err != nil {
+				if live && isVanished(err) {
+					return nil
+				}
 				return err
 			}
 		default:
