@@ -10,7 +10,10 @@ import (
 
 // peekConn looks at an idle connection's socket without reading from it
 // (recv with MSG_PEEK|MSG_DONTWAIT: one system call, no round trip, and
-// whatever is pending stays there for the inner driver).
+// whatever is pending stays there for the inner driver). It goes through
+// Control, not Read: Read would wait for the socket's read lock, which a
+// reader of the inner driver's may hold indefinitely (pgx keeps one in the
+// background after a read that timed out).
 func peekConn(c net.Conn) sockState {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -21,7 +24,7 @@ func peekConn(c net.Conn) sockState {
 		return sockUnknown
 	}
 	state := sockUnknown
-	err = raw.Read(func(fd uintptr) bool {
+	err = raw.Control(func(fd uintptr) {
 		var b [1]byte
 		n, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
@@ -36,7 +39,6 @@ func peekConn(c net.Conn) sockState {
 		default:
 			state = sockPending
 		}
-		return true // never wait for the socket to become readable
 	})
 	if err != nil {
 		return sockClosed // closed on our side

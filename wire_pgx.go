@@ -3,7 +3,6 @@ package pgreplica
 import (
 	"context"
 	"database/sql/driver"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -32,26 +31,19 @@ func (w *pgxWire) describe(ctx context.Context, _ *physical, query string) (int,
 // sent.
 func (*pgxWire) badConnMaySend() bool { return false }
 
-// live asks pgx, which knows a connection it closed, then the socket;
-// bytes pending on an idle connection are read by pgx (what
-// PgConn.CheckConn does, bounded by a millisecond since they are already
-// there), which closes the connection on a FATAL error such as the 57P01
-// of a fast shutdown, and handles a notice or a parameter status as
-// usual. A healthy idle connection costs one system call, never a round
-// trip.
+// live asks pgx, which knows a connection it closed, then the socket. An
+// idle connection with bytes pending is not used: most likely the 57P01
+// of a fast shutdown, rarely a notice or a parameter status, and reading
+// them with a deadline would leave pgx's background reader on the socket.
+// A reconnect is cheap next to a write of unknown outcome. A healthy idle
+// connection costs one system call, never a round trip.
 func (w *pgxWire) live(p *physical) bool {
-	pc := w.conn.PgConn()
-	if pc.IsClosed() {
+	if w.conn.PgConn().IsClosed() {
 		return false
 	}
 	switch p.socks.peek() {
-	case sockClosed:
+	case sockClosed, sockPending:
 		return false
-	case sockPending:
-		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-		_, err := pc.ReceiveMessage(ctx)
-		cancel()
-		return err == nil && !pc.IsClosed()
 	}
 	return true
 }
