@@ -197,6 +197,9 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 		n.observeRTT(st.rtt)
 	}
 	switch {
+	case st.restarted:
+		n.replay.Store(0) // it may have come back behind: see node.probe
+		c.log.Info("pgreplica: host restarted", "host", n.name, "role", st.role.String())
 	case prev == nil || prev.role != st.role || prev.timeline != st.timeline:
 		// A new role or timeline invalidates what we knew about replay.
 		n.replay.Store(0)

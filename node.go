@@ -75,6 +75,9 @@ type nodeStatus struct {
 	// on the same server finished before sent could have seen, when that
 	// statement started after connSince (no restart in between).
 	sent, connSince time.Time
+	// restarted: the probe connection died since the last probe and a
+	// new one answered; the server may have restarted in between.
+	restarted bool
 }
 
 func (s *nodeStatus) healthy() bool { return s != nil && s.err == nil && s.role != roleUnknown }
@@ -130,9 +133,13 @@ type node struct {
 // observeReplay raises the cached replay LSN (never lowers it).
 func (n *node) observeReplay(l LSN) { atomicMax(&n.replay, uint64(l)) }
 
-// markSuspect records a hot-path failure and asks for a probe now.
+// markSuspect records a hot-path failure and asks for a probe now. The
+// connection may have died with a restart, after which the server may
+// have replayed less than it had: what was known of its replay is
+// forgotten until the monitor reads it again.
 func (n *node) markSuspect() {
 	n.suspect.Store(true)
+	n.replay.Store(0)
 	n.poke()
 }
 
@@ -186,11 +193,13 @@ func (n *node) probe(ctx context.Context) *nodeStatus {
 		n.probeConn.Close()
 		n.probeConn = nil
 	}
+	restarted := false
 	if err != nil && reused && isConnLost(err) && ctx.Err() == nil {
 		// The connection died since the last probe (a restart): what
 		// the host says to a new one is its state now, and the cause
 		// worth reporting ("connection refused" rather than lib/pq's
 		// "bad connection").
+		restarted = true
 		st, err = n.probeOnce(ctx)
 		if err != nil && n.probeConn != nil {
 			n.probeConn.Close()
@@ -200,6 +209,11 @@ func (n *node) probe(ctx context.Context) *nodeStatus {
 	if err != nil {
 		return &nodeStatus{err: err, at: time.Now()}
 	}
+	// A server back from a restart may have replayed less than it had
+	// (crash recovery stops at its last restartpoint's consistent point):
+	// what was known of its replay must be forgotten, as after a failed
+	// probe.
+	st.restarted = restarted
 	return st
 }
 

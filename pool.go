@@ -160,7 +160,10 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical])
 		// The server ended this connection while it sat idle (a restart,
 		// a failover, an administrator): a statement sent on it would fail
 		// after it was sent, which for a write means an unknown outcome.
-		// The monitor may not know yet.
+		// The monitor may not know yet. A server back from a restart may
+		// have replayed less than it had: forget what was known of its
+		// replay, so that no read trusts it before it is read again.
+		hp.node.replay.Store(0)
 		hp.node.poke()
 		return false
 	}

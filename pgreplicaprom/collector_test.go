@@ -170,8 +170,8 @@ func TestTwoConnectorsOneRegistry(t *testing.T) {
 		t.Fatalf("node_up series: %d, %v; want %d", n, err, 2*cluster.Len())
 	}
 	n, err := testutil.GatherAndCount(prometheusNS(t, a, "app"), "app_reads_total")
-	if err != nil || n != 3 {
-		t.Fatalf("app_reads_total series: %d, %v; want 3", n, err)
+	if err != nil || n != 4 { // replica, primary, fallback, recent_write
+		t.Fatalf("app_reads_total series: %d, %v; want 4", n, err)
 	}
 }
 

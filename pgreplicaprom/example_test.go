@@ -62,7 +62,7 @@ func ExampleNewCollector() {
 	// pgreplica_read_fallbacks_total COUNTER 2
 	// pgreplica_read_retries_total COUNTER 3
 	// pgreplica_reads_failed_total COUNTER 2
-	// pgreplica_reads_total COUNTER 3
+	// pgreplica_reads_total COUNTER 4
 	// pgreplica_replica_wait_seconds HISTOGRAM 1
 	// pgreplica_tokened_read_fallbacks_total COUNTER 1
 	// pgreplica_tokened_reads_total COUNTER 1
