@@ -81,7 +81,9 @@ func TestErrorsAuth(t *testing.T) {
 	cluster.Need(t)
 	ctx := ctxFor(t)
 	const role, password, wrong = "pgr_pw_role", "right-horse-battery", "wrong-horse-staple"
-	mustExec(t, cluster.Primary(), "DROP ROLE IF EXISTS "+role+"; CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'")
+	// scram-sha-256 explicitly: PostgreSQL 13 stores md5 by default, which
+	// the scram-sha-256 rule below would refuse even with the right password.
+	mustExec(t, cluster.Primary(), "SET password_encryption = 'scram-sha-256'; DROP ROLE IF EXISTS "+role+"; CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'")
 	t.Cleanup(func() { mustExec(t, cluster.Primary(), "DROP ROLE IF EXISTS "+role) })
 	if err := cluster.SetHBA(ctx, "host all "+role+" all scram-sha-256"); err != nil {
 		t.Fatal(err)
