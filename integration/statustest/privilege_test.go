@@ -2,7 +2,6 @@ package statustest
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -31,18 +30,7 @@ func TestStatusAsPlainRole(t *testing.T) {
 	dsn := strings.Replace(cluster.DSN(), "postgres://postgres@", "postgres://status_app@", 1)
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", cluster.Port(i)) }
 
-	var out, errOut bytes.Buffer
-	if code := run(ctx, []string{"status", "-json", dsn}, &out, &errOut); code != exitOK {
-		t.Fatalf("exit code %d; stderr:\n%s", code, errOut.String())
-	}
-	var nodes []nodeReport
-	if err := json.Unmarshal(out.Bytes(), &nodes); err != nil {
-		t.Fatalf("%v in:\n%s", err, out.String())
-	}
-	by := map[string]nodeReport{}
-	for _, n := range nodes {
-		by[n.Addr] = n
-	}
+	by, _ := statusJSON(t, ctx, dsn)
 	if p := by[addr(0)]; p.Role != "primary" || p.State != "ok" || p.Timeline == 0 {
 		t.Errorf("primary row: %+v", p)
 	}
@@ -53,8 +41,7 @@ func TestStatusAsPlainRole(t *testing.T) {
 		}
 	}
 
-	out.Reset()
-	errOut.Reset()
+	var out, errOut bytes.Buffer
 	if code := run(ctx, []string{"status", dsn + "&pgreplica_exclude_sync_standby=true"}, &out, &errOut); code != exitOK {
 		t.Fatalf("exit code %d; stderr:\n%s", code, errOut.String())
 	}

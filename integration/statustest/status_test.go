@@ -76,20 +76,9 @@ func TestStatusShowsPausedLaggingPrimaryAndUnreachable(t *testing.T) {
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", cluster.Port(i)) }
 
 	t.Run("json", func(t *testing.T) {
-		var out, errOut bytes.Buffer
-		if code := run(ctx, []string{"status", "-json", dsn}, &out, &errOut); code != exitOK {
-			t.Fatalf("exit code %d; stderr:\n%s", code, errOut.String())
-		}
-		var nodes []nodeReport
-		if err := json.Unmarshal(out.Bytes(), &nodes); err != nil {
-			t.Fatalf("%v in:\n%s", err, out.String())
-		}
-		by := map[string]nodeReport{}
-		for _, n := range nodes {
-			by[n.Addr] = n
-		}
-		if len(nodes) != 4 || len(by) != 4 {
-			t.Fatalf("want 4 distinct hosts, got:\n%s", out.String())
+		by, out := statusJSON(t, ctx, dsn)
+		if len(by) != 4 {
+			t.Fatalf("want 4 distinct hosts, got:\n%s", out)
 		}
 		p, paused, delayed, down := by[addr(0)], by[addr(1)], by[addr(2)], by[unreachableHost]
 		if p.Role != "primary" || p.State != "ok" || p.LSN == "" || p.Timeline == 0 || p.Conflicts == nil {
@@ -172,4 +161,26 @@ func TestStatusWatchStopsOnCancel(t *testing.T) {
 	if got := out.buf.String(); strings.Count(got, ansiClearScreen) != 1 || !strings.Contains(got, "primary 127.0.0.1:") {
 		t.Errorf("frames not redrawn in place:\n%q", got)
 	}
+}
+
+// statusJSON runs `pgreplica status -json dsn` and returns its rows by
+// host (failing if two rows name one host) and the raw output.
+func statusJSON(t *testing.T, ctx context.Context, dsn string) (map[string]nodeReport, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"status", "-json", dsn}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit code %d; stderr:\n%s", code, errOut.String())
+	}
+	var nodes []nodeReport
+	if err := json.Unmarshal(out.Bytes(), &nodes); err != nil {
+		t.Fatalf("%v in:\n%s", err, out.String())
+	}
+	by := map[string]nodeReport{}
+	for _, n := range nodes {
+		if _, dup := by[n.Addr]; dup {
+			t.Fatalf("host %s listed twice in:\n%s", n.Addr, out.String())
+		}
+		by[n.Addr] = n
+	}
+	return by, out.String()
 }
