@@ -186,7 +186,9 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 		return
 	}
 	c.warnPrivileges(st)
-	if prev != nil && prev.err == nil && prev.role == roleReplica && st.role == roleReplica &&
+	// A rate measured across a pause or a resume says nothing of the
+	// replica's speed: only two unpaused samples give one.
+	if prev != nil && prev.err == nil && prev.role == roleReplica && st.role == roleReplica && !prev.paused && !st.paused &&
 		prev.timeline == st.timeline && st.lsn >= prev.lsn && st.at.After(prev.at) {
 		st.replayRate = float64(st.lsn-prev.lsn) / st.at.Sub(prev.at).Seconds()
 	}
