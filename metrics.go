@@ -60,8 +60,13 @@ type Stats struct {
 
 // WaitStats summarises a latency histogram.
 type WaitStats struct {
-	Count         int64
-	Sum           time.Duration
+	Count int64
+	Sum   time.Duration
+	// Max is the longest observation.
+	Max time.Duration
+	// P50, P95 and P99 are estimates: interpolated linearly within the
+	// bucket that holds the quantile (as Prometheus' histogram_quantile
+	// does), and never above Max.
 	P50, P95, P99 time.Duration
 	// Buckets are cumulative counts of observations ≤ UpperBound.
 	Buckets []Bucket
@@ -129,6 +134,7 @@ var waitBounds = [...]time.Duration{
 type histogram struct {
 	counts [len(waitBounds) + 1]atomic.Int64 // last: above every bound
 	sum    atomic.Int64
+	max    atomic.Uint64
 }
 
 func (h *histogram) observe(d time.Duration) {
@@ -138,6 +144,7 @@ func (h *histogram) observe(d time.Duration) {
 	}
 	h.counts[i].Add(1)
 	h.sum.Add(int64(d))
+	atomicMax(&h.max, uint64(max(d, 0)))
 }
 
 func (h *histogram) snapshot() WaitStats {
@@ -147,33 +154,39 @@ func (h *histogram) snapshot() WaitStats {
 		counts[i] = h.counts[i].Load()
 		ws.Count += counts[i]
 	}
-	ws.Sum = time.Duration(h.sum.Load())
+	ws.Sum, ws.Max = time.Duration(h.sum.Load()), time.Duration(h.max.Load())
 	var cum int64
 	for i, b := range waitBounds {
 		cum += counts[i]
 		ws.Buckets = append(ws.Buckets, Bucket{UpperBound: b, Count: cum})
 	}
-	ws.P50, ws.P95, ws.P99 = quantile(counts[:], ws.Count, 0.50), quantile(counts[:], ws.Count, 0.95), quantile(counts[:], ws.Count, 0.99)
+	ws.P50, ws.P95, ws.P99 = ws.Quantile(0.50), ws.Quantile(0.95), ws.Quantile(0.99)
 	return ws
 }
 
-// quantile returns the upper bound of the bucket holding quantile q (the
-// largest bound for the overflow bucket).
-func quantile(counts []int64, total int64, q float64) time.Duration {
-	if total == 0 {
+// Quantile estimates quantile q (0 < q ≤ 1) from the buckets: it finds
+// the bucket holding rank q·Count and interpolates linearly between that
+// bucket's bounds, as Prometheus' histogram_quantile does, assuming the
+// bucket's observations are spread evenly. The estimate never exceeds Max
+// (when Max is set); above the largest bound it is that bound.
+func (w WaitStats) Quantile(q float64) time.Duration {
+	if w.Count == 0 || len(w.Buckets) == 0 {
 		return 0
 	}
-	rank := int64(q*float64(total) + 0.5)
-	rank = max(rank, 1)
-	var cum int64
-	for i, c := range counts {
-		cum += c
-		if cum >= rank {
-			if i < len(waitBounds) {
-				return waitBounds[i]
-			}
+	rank := q * float64(w.Count)
+	est := w.Buckets[len(w.Buckets)-1].UpperBound
+	var lower time.Duration
+	var below int64
+	for _, b := range w.Buckets {
+		if n := b.Count - below; n > 0 && float64(b.Count) >= rank {
+			frac := (rank - float64(below)) / float64(n)
+			est = lower + time.Duration(frac*float64(b.UpperBound-lower))
 			break
 		}
+		lower, below = b.UpperBound, b.Count
 	}
-	return waitBounds[len(waitBounds)-1]
+	if w.Max > 0 {
+		est = min(est, w.Max)
+	}
+	return est
 }

@@ -285,6 +285,9 @@ func addStats(m *pgreplica.Stats, s pgreplica.Stats, sign int64) {
 	}
 	m.Wait.Count += sign * s.Wait.Count
 	m.Wait.Sum += time.Duration(sign) * s.Wait.Sum
+	if sign > 0 {
+		m.Wait.Max = max(m.Wait.Max, s.Wait.Max) // an upper bound for a difference
+	}
 	for i, b := range s.Wait.Buckets {
 		if i == len(m.Wait.Buckets) {
 			m.Wait.Buckets = append(m.Wait.Buckets, pgreplica.Bucket{UpperBound: b.UpperBound})
@@ -298,23 +301,6 @@ func withQuantiles(m pgreplica.Stats) pgreplica.Stats {
 	if m.TokenedReads > 0 {
 		m.TokenedFallbackRatio = float64(m.TokenedFallbacks) / float64(m.TokenedReads)
 	}
-	m.Wait.P50 = bucketQuantile(m.Wait, 0.50)
-	m.Wait.P95 = bucketQuantile(m.Wait, 0.95)
-	m.Wait.P99 = bucketQuantile(m.Wait, 0.99)
+	m.Wait.P50, m.Wait.P95, m.Wait.P99 = m.Wait.Quantile(0.50), m.Wait.Quantile(0.95), m.Wait.Quantile(0.99)
 	return m
-}
-
-// bucketQuantile returns the upper bound of the cumulative bucket holding
-// quantile q, as Stats does (the largest bound when q lies above all).
-func bucketQuantile(w pgreplica.WaitStats, q float64) time.Duration {
-	if w.Count == 0 || len(w.Buckets) == 0 {
-		return 0
-	}
-	rank := max(int64(q*float64(w.Count)+0.5), 1)
-	for _, b := range w.Buckets {
-		if b.Count >= rank {
-			return b.UpperBound
-		}
-	}
-	return w.Buckets[len(w.Buckets)-1].UpperBound
 }

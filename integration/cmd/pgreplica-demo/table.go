@@ -21,7 +21,7 @@ func renderDemo(w io.Writer, res demoResult) error {
 	t.Add("", "", "")
 	t.Add("reads served by replicas", fmt.Sprintf("%s of %d", percent(res.naive.reads, res.naive.reads), res.naive.reads),
 		fmt.Sprintf("%s of %d", percent(st.ReplicaReads, served), served))
-	t.Add("wait for a fresh replica, p50 / p95", "none", fmt.Sprintf("≤%s / ≤%s", clitext.HumanDuration(st.Wait.P50), clitext.HumanDuration(st.Wait.P95)))
+	t.Add("wait for a fresh replica, p50 / p95", "none", fmt.Sprintf("~%s / ~%s", clitext.HumanDuration(st.Wait.P50), clitext.HumanDuration(st.Wait.P95)))
 	t.Add("fallbacks to the primary, by reason", "none", fallbackList(st.Fallbacks))
 	t.Add("time for all runs", clitext.HumanDuration(res.naive.elapsed), clitext.HumanDuration(res.pgr.elapsed))
 	if err := t.Write(w); err != nil {
@@ -52,7 +52,7 @@ func demoSentence(res demoResult) string {
 	return wrap(fmt.Sprintf("Reading straight from replicas, the naive router showed users data older than "+
 		"what they had just written, or had just seen, in %d of %d runs: a replica that has not replayed a "+
 		"commit yet answers with the old rows and no error. pgreplica showed %s, and still served %s of its "+
-		"reads from replicas: a read that must see a write waited (median ≤%s) for a replica that had "+
+		"reads from replicas: a read that must see a write waited (median ~%s) for a replica that had "+
 		"replayed it, and %s.",
 		naive, total, verdict, percent(st.ReplicaReads, served), clitext.HumanDuration(st.Wait.P50), fallback), 78)
 }

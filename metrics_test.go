@@ -1,0 +1,60 @@
+package pgreplica
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWaitQuantilesInterpolate(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name          string
+		waits         []time.Duration
+		p50, p95, max time.Duration
+	}{
+		// Every wait 150 ms: the bucket (100 ms, 250 ms] holds them all;
+		// interpolation gives 175 ms for the median, Max caps it at 150.
+		{"all equal", repeat(150*ms, 100), 150 * ms, 150 * ms, 150 * ms},
+		// Half at 1 ms, half at 200 ms: the median sits at the top of the
+		// (500 µs, 1 ms] bucket; P95, interpolated to 90 % into
+		// (100 ms, 250 ms], is capped by Max.
+		{"two modes", append(repeat(ms, 50), repeat(200*ms, 50)...), ms, 200 * ms, 200 * ms},
+		// Spread over (100 ms, 250 ms]: interpolated, not the bound.
+		{"spread", spread(101*ms, 250*ms, 150), 175 * ms, 242500 * time.Microsecond, 250 * ms},
+		{"none", nil, 0, 0, 0},
+		// Beyond the largest bound: the estimate is that bound.
+		{"overflow", repeat(7*time.Second, 4), 5 * time.Second, 5 * time.Second, 7 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var h histogram
+			for _, d := range tc.waits {
+				h.observe(d)
+			}
+			ws := h.snapshot()
+			if ws.P50 != tc.p50 || ws.P95 != tc.p95 || ws.Max != tc.max {
+				t.Fatalf("P50 %v P95 %v Max %v, want %v %v %v", ws.P50, ws.P95, ws.Max, tc.p50, tc.p95, tc.max)
+			}
+			if ws.P50 > ws.P95 || ws.P95 > ws.P99 {
+				t.Fatalf("quantiles out of order: %v %v %v", ws.P50, ws.P95, ws.P99)
+			}
+		})
+	}
+}
+
+func repeat(d time.Duration, n int) []time.Duration {
+	s := make([]time.Duration, n)
+	for i := range s {
+		s[i] = d
+	}
+	return s
+}
+
+// spread returns n waits evenly spaced from lo to hi.
+func spread(lo, hi time.Duration, n int) []time.Duration {
+	s := make([]time.Duration, n)
+	for i := range s {
+		s[i] = lo + (hi-lo)*time.Duration(i)/time.Duration(n-1)
+	}
+	return s
+}
