@@ -52,12 +52,29 @@ type Config struct {
 	// HealthCheckAfter pings a pooled connection idle longer than this
 	// before reusing it; default 1s. A negative value disables the check.
 	HealthCheckAfter time.Duration
-	// ConnectTimeout bounds each physical connection attempt and each host
-	// probe when the caller's context has no earlier deadline; default 5s.
+	// ConnectTimeout bounds each physical connection attempt (and a probe
+	// that has to connect first) when the caller's context has no earlier
+	// deadline; default 5s.
 	ConnectTimeout time.Duration
 	// MonitorInterval is how often the topology monitor polls every host;
 	// default 250ms.
 	MonitorInterval time.Duration
+	// ProbeTimeout bounds a probe on the monitor's open connection to a
+	// host: a host that stops answering (a hung VM, a stalled disk) is
+	// marked down this long after the probe was sent; default 1s.
+	ProbeTimeout time.Duration
+
+	// HedgeDelay is the shortest time a read outside a transaction waits
+	// for its replica's first answer before it is also sent to another
+	// replica that satisfies it (a hedge; the first answer wins, the other
+	// is cancelled). The delay used is the larger of this and what that
+	// replica's recent answers predict; default 50ms. A negative value
+	// disables hedging.
+	HedgeDelay time.Duration
+	// MaxHedgePercent bounds hedges to this percentage of replica reads
+	// (with a burst of a few), so a slow cluster is not doubled in load;
+	// default 5.
+	MaxHedgePercent int
 
 	// DefaultConsistency applies to reads whose context carries no
 	// requirement; default ConsistencyProcess.
@@ -115,6 +132,9 @@ const (
 	defaultConnectTimeout   = 5 * time.Second
 	defaultMonitorInterval  = 250 * time.Millisecond
 	defaultWaitBudget       = 150 * time.Millisecond
+	defaultProbeTimeout     = time.Second
+	defaultHedgeDelay       = 50 * time.Millisecond
+	defaultMaxHedgePercent  = 5
 )
 
 // Consistency is the guarantee a read gets when its context carries no

@@ -26,6 +26,9 @@ func (c Config) withDefaults() Config {
 	c.HealthCheckAfter = cmp.Or(c.HealthCheckAfter, defaultHealthCheckAfter)
 	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, defaultConnectTimeout)
 	c.MonitorInterval = cmp.Or(c.MonitorInterval, defaultMonitorInterval)
+	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, defaultProbeTimeout)
+	c.HedgeDelay = cmp.Or(c.HedgeDelay, defaultHedgeDelay)
+	c.MaxHedgePercent = cmp.Or(c.MaxHedgePercent, defaultMaxHedgePercent)
 	c.WaitBudget = cmp.Or(c.WaitBudget, defaultWaitBudget)
 	c.Fallback = cmp.Or(c.Fallback, FallbackPrimary)
 	c.MaxPrimaryFallbacks = cmp.Or(c.MaxPrimaryFallbacks, max(1, c.MaxConnsPerHost/2))
@@ -71,6 +74,9 @@ func (c Config) validate() error {
 	if c.MaxConnsPerHost < 0 {
 		return errBadConfigf("MaxConnsPerHost is %d; want > 0, or 0 for the default %d", c.MaxConnsPerHost, defaultMaxConnsPerHost)
 	}
+	if c.MaxHedgePercent < 0 || c.MaxHedgePercent > 100 {
+		return errBadConfigf("MaxHedgePercent is %d; want 1 to 100, or 0 for the default %d", c.MaxHedgePercent, defaultMaxHedgePercent)
+	}
 	if c.MaxPrimaryFallbacks < 0 {
 		return errBadConfigf("MaxPrimaryFallbacks is %d; want > 0, or 0 for max(1, MaxConnsPerHost/2)", c.MaxPrimaryFallbacks)
 	}
@@ -82,10 +88,12 @@ func (c Config) validate() error {
 		{"ConnMaxLifetime", c.ConnMaxLifetime},
 		{"ConnectTimeout", c.ConnectTimeout},
 		{"MonitorInterval", c.MonitorInterval},
+		{"ProbeTimeout", c.ProbeTimeout},
 		{"WaitBudget", c.WaitBudget},
 		{"TokenTTL", c.TokenTTL},
 		{"MaxLag", c.MaxLag},
-		// HealthCheckAfter may be negative: that disables the check.
+		// HealthCheckAfter and HedgeDelay may be negative: that disables
+		// them.
 	} {
 		if d.v < 0 {
 			return errBadConfigf("%s is %v; want >= 0 (0 selects the default)", d.name, d.v)

@@ -66,17 +66,19 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []dr
 		return nil, err
 	}
 	if l := cn.sticky(); l != nil {
+		if err := convertArgs(l.p.conn, args); err != nil {
+			return nil, err
+		}
 		r, err := cn.execOn(ctx, &pl, l.p, query, cls, args)
 		if cn.tx == nil && pl.capture {
 			err = cn.c.writeFailed(l.p, err)
 		}
 		return r, err
 	}
-	var r driver.Result
-	l, err := cn.c.route(ctx, &pl, "", func(p *physical) (err error) {
-		r, err = cn.execOn(ctx, &pl, p, query, cls, args)
-		return err
-	})
+	l, r, err := route(ctx, cn.c, &pl, statement[driver.Result]{args: args,
+		op: func(ctx context.Context, p *physical) (driver.Result, error) {
+			return cn.execOn(ctx, &pl, p, query, cls, args)
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -88,13 +90,11 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []dr
 	return r, nil
 }
 
-// execOn runs a statement on p. Outside a transaction a write commits at
-// once, so its LSN is captured with it.
+// execOn runs a statement on p, its args already converted for p.
+// Outside a transaction a write commits at once, so its LSN is captured
+// with it.
 func (cn *conn) execOn(ctx context.Context, pl *plan, p *physical, query string, cls stmtClass, args []driver.NamedValue) (driver.Result, error) {
 	p.note(cls)
-	if err := convertArgs(p.conn, args); err != nil {
-		return nil, err
-	}
 	if cn.tx != nil {
 		cn.tx.noteStatement(cls)
 		return execInner(ctx, p.conn, query, args)
@@ -124,15 +124,12 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 	if sticky != nil {
 		return cn.queryOn(ctx, &pl, sticky.p, query, cls, args)
 	}
-	var rows driver.Rows
-	l, err := cn.c.route(ctx, &pl, query, func(p *physical) (err error) {
-		p.note(cls)
-		if err := convertArgs(p.conn, args); err != nil {
-			return err
-		}
-		rows, err = queryInner(ctx, p.conn, query, args)
-		return err
-	})
+	l, rows, err := route(ctx, cn.c, &pl, statement[driver.Rows]{query: query, args: args,
+		op: func(ctx context.Context, p *physical) (driver.Rows, error) {
+			p.note(cls)
+			return queryInner(ctx, p.conn, query, args)
+		},
+		discard: discardRows})
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,8 @@ type Connector struct {
 	warnedHidden, warnedDenied atomic.Bool
 	// fallbackSlots bounds concurrent reads that fell back to the primary.
 	fallbackSlots chan struct{}
+	// hedges bounds hedged reads (hedge.go).
+	hedges *hedgeBudget
 
 	startOnce sync.Once
 	cancel    context.CancelFunc
@@ -87,6 +89,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	}
 	c.mon = newMonitor(c)
 	c.fallbackSlots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
+	c.hedges = newHedgeBudget(cfg.MaxHedgePercent)
 	c.probe = func(ctx context.Context, n *node) *nodeStatus { return n.probe(ctx) }
 	c.picker = cmp.Or(cfg.Picker, newPicker(cfg.Policy))
 	for i, h := range cfg.Hosts {

@@ -61,8 +61,11 @@ import (
 //	pgreplica_conn_max_idle_time     close connections idle this long, > 0 (default 5m)
 //	pgreplica_conn_max_lifetime      close connections this old, > 0 (default 1h)
 //	pgreplica_health_check_after     ping connections idle this long, > 0; negative disables (default 1s)
-//	pgreplica_connect_timeout        bound on each connection attempt and probe, > 0 (default 5s)
+//	pgreplica_connect_timeout        bound on each connection attempt, > 0 (default 5s)
 //	pgreplica_monitor_interval       topology poll interval, > 0 (default 250ms)
+//	pgreplica_probe_timeout          a host that does not answer a probe this long is down, > 0 (default 1s)
+//	pgreplica_hedge_delay            least wait before a slow replica read is also sent to another, > 0; negative disables (default 50ms)
+//	pgreplica_max_hedge_percent      hedged reads, in percent of replica reads, 1-100 (default 5)
 //	pgreplica_default                consistency without a requirement in ctx: process (default), eventual or primary
 //	pgreplica_wait_budget            longest wait for a fresh replica, > 0 (default 150ms)
 //	pgreplica_read_after_write       a read that needs a write too recent for any replica: primary (default) or replica
@@ -720,18 +723,21 @@ type dsnOption struct {
 // adding a line here (and to the ParseDSN doc, which a test checks).
 var dsnOptions = []dsnOption{
 	{"pgreplica_driver", "inner driver: pgx (default) or pq", func(c *Config) dsnOptValue { return dsnEnum(&c.Driver, driverNames) }},
-	{"pgreplica_max_conns_per_host", "physical connections per host, > 0 (default 10)", func(c *Config) dsnOptValue { return dsnIntOpt{&c.MaxConnsPerHost, 1} }},
+	{"pgreplica_max_conns_per_host", "physical connections per host, > 0 (default 10)", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxConnsPerHost, min: 1} }},
 	{"pgreplica_conn_max_idle_time", "close connections idle this long, > 0 (default 5m)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnMaxIdleTime, durPositive} }},
 	{"pgreplica_conn_max_lifetime", "close connections this old, > 0 (default 1h)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnMaxLifetime, durPositive} }},
 	{"pgreplica_health_check_after", "ping connections idle this long, > 0; negative disables (default 1s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.HealthCheckAfter, durNonZero} }},
-	{"pgreplica_connect_timeout", "bound on each connection attempt and probe, > 0 (default 5s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnectTimeout, durPositive} }},
+	{"pgreplica_connect_timeout", "bound on each connection attempt, > 0 (default 5s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnectTimeout, durPositive} }},
 	{"pgreplica_monitor_interval", "topology poll interval, > 0 (default 250ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.MonitorInterval, durPositive} }},
+	{"pgreplica_probe_timeout", "a host that does not answer a probe this long is down, > 0 (default 1s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ProbeTimeout, durPositive} }},
+	{"pgreplica_hedge_delay", "least wait before a slow replica read is also sent to another, > 0; negative disables (default 50ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.HedgeDelay, durNonZero} }},
+	{"pgreplica_max_hedge_percent", "hedged reads, in percent of replica reads, 1-100 (default 5)", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxHedgePercent, min: 1, max: 100} }},
 	{"pgreplica_default", "consistency without a requirement in ctx: process (default), eventual or primary", func(c *Config) dsnOptValue { return dsnEnum(&c.DefaultConsistency, consistencyNames) }},
 	{"pgreplica_wait_budget", "longest wait for a fresh replica, > 0 (default 150ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.WaitBudget, durPositive} }},
 	{"pgreplica_read_after_write", "a read that needs a write too recent for any replica: primary (default) or replica", func(c *Config) dsnOptValue { return dsnEnum(&c.ReadAfterWrite, readAfterWriteNames) }},
 	{"pgreplica_fallback", "when no replica qualifies: primary (default), error, or stale (untokened reads only)", func(c *Config) dsnOptValue { return dsnEnum(&c.Fallback, fallbackNames) }},
 	{"pgreplica_stale_fallback_lag", "lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.StaleFallbackLag, durNonNegative} }},
-	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))", func(c *Config) dsnOptValue { return dsnIntOpt{&c.MaxPrimaryFallbacks, 0} }},
+	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxPrimaryFallbacks} }},
 	{"pgreplica_policy", "replica choice: round_robin (default), random, least_lag or latency", func(c *Config) dsnOptValue { return dsnEnum(&c.Policy, policyNames) }},
 	{"pgreplica_zone", "the client's zone; replicas in it are preferred", func(c *Config) dsnOptValue { return dsnStringOpt{&c.Zone} }},
 	{"pgreplica_zones", "zones of the hosts, comma-separated, one per host in host order", func(c *Config) dsnOptValue { return dsnZonesOpt{c} }},
@@ -800,12 +806,15 @@ func (o dsnEnumOpt[T]) String() string {
 func (o dsnEnumOpt[T]) IsZero() bool { var zero T; return *o.p == zero }
 
 type dsnIntOpt struct {
-	p   *int
-	min int
+	p        *int
+	min, max int // max 0: no upper bound
 }
 
 func (o dsnIntOpt) Set(s string) error {
 	n, err := strconv.Atoi(strings.Trim(s, asciiSpaces))
+	if err == nil && o.max > 0 && n > o.max {
+		return fmt.Errorf("want an integer >= %d and <= %d", o.min, o.max)
+	}
 	if err != nil || n < o.min {
 		if o.min == 1 {
 			return fmt.Errorf("want an integer > 0")

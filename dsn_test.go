@@ -145,6 +145,10 @@ var dsnCases = []dsnCase{
 	{name: "opt health_check_after negative disables", dsn: "host=h pgreplica_health_check_after=-1s", check: dsnField(func(c Config) time.Duration { return c.HealthCheckAfter }, -time.Second)},
 	{name: "opt connect_timeout", dsn: "host=h pgreplica_connect_timeout=10s", check: dsnField(func(c Config) time.Duration { return c.ConnectTimeout }, 10*time.Second)},
 	{name: "opt monitor_interval", dsn: "host=h pgreplica_monitor_interval=1s", check: dsnField(func(c Config) time.Duration { return c.MonitorInterval }, time.Second)},
+	{name: "opt probe_timeout", dsn: "host=h pgreplica_probe_timeout=300ms", check: dsnField(func(c Config) time.Duration { return c.ProbeTimeout }, 300*time.Millisecond)},
+	{name: "opt hedge_delay", dsn: "host=h pgreplica_hedge_delay=20ms", check: dsnField(func(c Config) time.Duration { return c.HedgeDelay }, 20*time.Millisecond)},
+	{name: "opt hedge_delay negative disables", dsn: "host=h pgreplica_hedge_delay=-1s", check: dsnField(func(c Config) time.Duration { return c.HedgeDelay }, -time.Second)},
+	{name: "opt max_hedge_percent", dsn: "host=h pgreplica_max_hedge_percent=10", check: dsnField(func(c Config) int { return c.MaxHedgePercent }, 10)},
 	{name: "opt default process", dsn: "host=h pgreplica_default=eventual pgreplica_default=process", check: dsnField(func(c Config) Consistency { return c.DefaultConsistency }, ConsistencyProcess)},
 	{name: "opt default primary", dsn: "host=h pgreplica_default=primary", check: dsnField(func(c Config) Consistency { return c.DefaultConsistency }, ConsistencyPrimary)},
 	{name: "opt wait_budget", dsn: "postgres://h/db?pgreplica_wait_budget=150ms", check: dsnField(func(c Config) time.Duration { return c.WaitBudget }, 150*time.Millisecond)},
@@ -173,6 +177,9 @@ var dsnCases = []dsnCase{
 	{name: "bad health_check_after zero", dsn: "host=h pgreplica_health_check_after=0", err: ErrBadDSN, errHas: []string{"pgreplica_health_check_after", "disable"}},
 	{name: "bad connect_timeout zero", dsn: "host=h pgreplica_connect_timeout=0s", err: ErrBadDSN, errHas: []string{"pgreplica_connect_timeout", `"0s"`}},
 	{name: "bad monitor_interval", dsn: "host=h pgreplica_monitor_interval=often", err: ErrBadDSN, errHas: []string{"pgreplica_monitor_interval", `"often"`}},
+	{name: "bad probe_timeout zero", dsn: "host=h pgreplica_probe_timeout=0", err: ErrBadDSN, errHas: []string{"pgreplica_probe_timeout", `"0"`}},
+	{name: "bad hedge_delay zero", dsn: "host=h pgreplica_hedge_delay=0", err: ErrBadDSN, errHas: []string{"pgreplica_hedge_delay", "disable"}},
+	{name: "bad max_hedge_percent", dsn: "host=h pgreplica_max_hedge_percent=101", err: ErrBadDSN, errHas: []string{"pgreplica_max_hedge_percent", `"101"`, "<= 100"}},
 	{name: "bad default", dsn: "host=h pgreplica_default=strong", err: ErrBadDSN, errHas: []string{"pgreplica_default", `"strong"`, "process, eventual, primary"}},
 	{name: "bad wait_budget zero", dsn: "postgres://u:s3cr3t@h/db?pgreplica_wait_budget=0", err: ErrBadDSN, errHas: []string{"pgreplica_wait_budget", `"0"`}},
 	{name: "bad read after write", dsn: "host=h pgreplica_read_after_write=later", err: ErrBadDSN, errHas: []string{"pgreplica_read_after_write", "primary, replica"}},
@@ -603,7 +610,7 @@ func checkParsedDSN(t *testing.T, c Config) {
 		one.Driver, one.MaxConnsPerHost, one.ConnMaxIdleTime, one.ConnMaxLifetime = "", 0, 0, 0
 		one.HealthCheckAfter, one.ConnectTimeout, one.MonitorInterval, one.DefaultConsistency = 0, 0, 0, 0
 		one.WaitBudget, one.Fallback, one.MaxPrimaryFallbacks, one.Policy, one.Zone = 0, 0, 0, 0, ""
-		one.ReadAfterWrite = 0
+		one.ReadAfterWrite, one.ProbeTimeout, one.HedgeDelay, one.MaxHedgePercent = 0, 0, 0, 0
 		one.MaxLagBytes, one.MaxLag, one.ExcludeSyncStandby, one.StaleFallbackLag = 0, 0, false, 0
 		back, err := ParseDSN(c.hostDSN(h))
 		if err != nil {

@@ -16,6 +16,7 @@ type metrics struct {
 	conflictRetries, readOnlyRetries          atomic.Int64
 	connLostRetries, fallbackRejected         atomic.Int64
 	staleReads, recentWriteReads              atomic.Int64
+	hedges, hedgeWins, hedgesDenied           atomic.Int64
 	wait                                      histogram
 }
 
@@ -54,6 +55,11 @@ type Stats struct {
 	// replay conflict, refused as a write (SQLSTATE 25006), or a lost
 	// connection.
 	ConflictRetries, ReadOnlyRetries, ConnLostRetries int64
+	// Hedges counts reads also sent to a second replica because the first
+	// had not answered within the hedge delay; HedgeWins those the second
+	// answered first; HedgesDenied hedges the budget (MaxHedgePercent)
+	// refused.
+	Hedges, HedgeWins, HedgesDenied int64
 	// Nodes is the status of every host.
 	Nodes []NodeStatus
 }
@@ -97,6 +103,9 @@ func (c *Connector) Stats() Stats {
 		ConflictRetries:  m.conflictRetries.Load(),
 		ReadOnlyRetries:  m.readOnlyRetries.Load(),
 		ConnLostRetries:  m.connLostRetries.Load(),
+		Hedges:           m.hedges.Load(),
+		HedgeWins:        m.hedgeWins.Load(),
+		HedgesDenied:     m.hedgesDenied.Load(),
 		Nodes:            c.Nodes(),
 	}
 	if s.TokenedReads > 0 {

@@ -62,8 +62,22 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 			marks = m.c.marksFor(prev.sysid)
 			ticket = marks.issued.Load()
 		}
-		pctx, cancel := context.WithTimeout(ctx, m.c.cfg.ConnectTimeout)
+		// A probe on the open connection gets ProbeTimeout: a host that
+		// stops answering is down that long after the probe was sent. The
+		// timeout closes the socket, because lib/pq answers a cancelled
+		// context by asking the server to cancel, which a frozen server
+		// never does.
+		timeout := m.c.cfg.ProbeTimeout
+		if n.probeConn == nil {
+			timeout += m.c.cfg.ConnectTimeout
+		}
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		stop := context.AfterFunc(pctx, func() { n.probeSocks.close() })
 		st := m.c.probe(pctx, n)
+		if !stop() && n.probeConn != nil {
+			n.probeConn.Close() // its socket may be closed
+			n.probeConn = nil
+		}
 		cancel()
 		if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {
 			// pg_current_wal_lsn() is at or past the flush position, so past

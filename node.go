@@ -108,6 +108,8 @@ type node struct {
 	inflight atomic.Int64
 	// rtt is the EWMA of probe round trips, in nanoseconds (monitor).
 	rtt atomic.Int64
+	// answers estimates how long reads here take to answer (hedging).
+	answers answerTime
 	// asyncSeen is set once a write on this node may have committed
 	// asynchronously: reads that bound what they saw then use the insert
 	// LSN.
@@ -123,6 +125,8 @@ type node struct {
 	// probeConn and failures belong to the node's monitor goroutine.
 	probeConn   driver.Conn
 	probeConnAt time.Time
+	// probeSocks are probeConn's sockets, closed when a probe times out.
+	probeSocks sockets
 	failures    int
 	// denied and user are what checkPrivileges found when probeConn
 	// connected.
@@ -223,7 +227,8 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 		if err := checkSingleAddress(ctx, n.host.Addr, net.DefaultResolver.LookupHost); err != nil {
 			return nil, err
 		}
-		c, err := n.inner.Connect(ctx)
+		n.probeSocks.reset()
+		c, err := n.inner.Connect(context.WithValue(ctx, socketsKey{}, &n.probeSocks))
 		if err != nil {
 			return nil, err
 		}

@@ -326,6 +326,13 @@ func (s *sockets) peek() sockState {
 	return peekConn(c)
 }
 
+// reset forgets the sockets of a connection that is gone.
+func (s *sockets) reset() {
+	s.mu.Lock()
+	s.conns = nil
+	s.mu.Unlock()
+}
+
 // close closes the sockets and reports whether there were any.
 func (s *sockets) close() bool {
 	s.mu.Lock()

@@ -47,29 +47,55 @@ func (c *Connector) planFor(ctx context.Context, cls stmtClass) (plan, error) {
 	return decide(t, cls, requirementFrom(ctx), &c.cfg, c.marksFor(t.sysid).snapshot(), time.Now(), dl)
 }
 
-// route runs op on a connection the plan allows and returns the lease op
-// succeeded on. A read that failed before returning anything is sent
-// again where it can succeed: a replica that refused it as a write
-// (SQLSTATE 25006) sends it to the primary as a write, remembered; a
-// replay conflict or a lost connection on a replica sends it once to
-// another; a lost primary connection sends a read once more. A write is
-// never sent twice.
-func (c *Connector) route(ctx context.Context, pl *plan, query string, op func(*physical) error) (lease, error) {
+// statement is what route runs: op on a leased connection, with args
+// converted for that connection's driver first. A read that may be hedged
+// (discard set) runs op twice at once, on two connections: op must keep
+// its results to itself, and discard closes what a losing attempt made.
+type statement[T any] struct {
+	query   string // the client's query, for reads a replica refused; "" otherwise
+	args    []driver.NamedValue
+	op      func(ctx context.Context, p *physical) (T, error)
+	discard func(T)
+}
+
+// route runs st on a connection the plan allows and returns the lease it
+// succeeded on and its result. A read that failed before returning
+// anything is sent again where it can succeed: a replica that refused it
+// as a write (SQLSTATE 25006) sends it to the primary as a write,
+// remembered; a replay conflict or a lost connection on a replica sends it
+// once to another; a lost primary connection sends a read once more. A
+// read outside a transaction whose replica is slow to answer is hedged
+// (hedge.go). A write is never sent twice.
+func route[T any](ctx context.Context, c *Connector, pl *plan, st statement[T]) (lease, T, error) {
+	var zero T
 	retriedReplica, retriedPrimary := false, false
 	for {
 		l, err := c.acquire(ctx, pl)
 		if err != nil {
-			return lease{}, err
+			return lease{}, zero, err
 		}
-		if err = op(l.p); err == nil {
+		if err := convertArgs(l.p.conn, st.args); err != nil {
+			l.release(nil)
+			return lease{}, zero, err
+		}
+		var v T
+		if st.discard != nil && c.hedgeable(pl, &l) {
+			l, v, err = runHedged(ctx, c, pl, l, &st)
+		} else {
+			v, err = st.op(ctx, l.p)
+		}
+		if err == nil {
+			if l.replica {
+				l.p.node.answers.observe(time.Since(l.start))
+			}
 			c.noteServed(ctx, pl, &l)
-			return l, nil
+			return l, v, nil
 		}
 		l.release(err)
 		switch {
-		case l.replica && sqlState(err) == stateReadOnlyTx && query != "":
+		case l.replica && sqlState(err) == stateReadOnlyTx && st.query != "":
 			// The classifier thought it a read; the replica disagreed.
-			c.refused.add(query)
+			c.refused.add(st.query)
 			c.metrics.readOnlyRetries.Add(1)
 			pl.onPrimary, pl.read, pl.capture = true, false, true
 			continue
@@ -95,7 +121,7 @@ func (c *Connector) route(ctx context.Context, pl *plan, query string, op func(*
 		if !pl.read {
 			err = c.writeFailed(l.p, err)
 		}
-		return lease{}, err
+		return lease{}, zero, err
 	}
 }
 

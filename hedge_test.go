@@ -1,0 +1,113 @@
+package pgreplica
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+)
+
+// TestHedgedReadAnswersFromTheOtherReplica: a replica that does not answer
+// within the hedge delay gets the read hedged to the other; the hedge's
+// answer is the read's, the slow replica is probed at once (and kept from
+// reads until then),
+// and the counters say so. (sqlmock has no socket to close, so the slow
+// attempt runs to its end here; the real cluster tests check the time.)
+func TestHedgedReadAnswersFromTheOtherReplica(t *testing.T) {
+	first := PickerFunc(func(Candidates) int { return 0 }) // the lowest index: node 1
+	mc := newMockCluster(t, 2, func(c *Config) { c.Picker, c.HedgeDelay = first, 20*time.Millisecond })
+	mc.refresh()
+	mc.mocks[1].ExpectQuery("SELECT v FROM t").WillDelayFor(300 * time.Millisecond).
+		WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(1))
+	mc.mocks[2].ExpectQuery("SELECT v FROM t").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(2))
+
+	probes := mc.c.nodes[1].probes.Load()
+	var v int
+	if err := mc.db.QueryRowContext(context.Background(), "SELECT v FROM t").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v != 2 {
+		t.Fatalf("the read answered %d, want the hedge's answer 2", v)
+	}
+	s := mc.c.Stats()
+	if s.Hedges != 1 || s.HedgeWins != 1 || s.HedgesDenied != 0 {
+		t.Errorf("hedges %d, wins %d, denied %d; want 1, 1, 0", s.Hedges, s.HedgeWins, s.HedgesDenied)
+	}
+	// Suspect until its next probe, which the hedge asked for at once.
+	for deadline := time.Now().Add(5 * time.Second); mc.c.nodes[1].probes.Load() == probes; {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica that did not answer in time was not probed")
+		}
+		select {
+		case <-mc.c.mon.changedCh():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TestHedgeNotSentWhenTheReplicaAnswers: an answer within the delay sends
+// nothing else; with hedging disabled a slow answer is waited for.
+func TestHedgeNotSentWhenTheReplicaAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration // the replica's answer
+		hedge time.Duration // Config.HedgeDelay
+	}{
+		{"fast answer", 0, 200 * time.Millisecond},
+		{"hedging disabled", 60 * time.Millisecond, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := PickerFunc(func(Candidates) int { return 0 })
+			mc := newMockCluster(t, 2, func(c *Config) { c.Picker, c.HedgeDelay = first, tc.hedge })
+			mc.refresh()
+			mc.mocks[1].ExpectQuery("SELECT v FROM t").WillDelayFor(tc.delay).
+				WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(1))
+			var v int
+			if err := mc.db.QueryRow("SELECT v FROM t").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			if s := mc.c.Stats(); v != 1 || s.Hedges != 0 {
+				t.Errorf("answer %d with %d hedges; want 1 and none", v, s.Hedges)
+			}
+		})
+	}
+}
+
+// TestHedgeBudget: hedges are bounded to MaxHedgePercent of replica reads,
+// after a burst.
+func TestHedgeBudget(t *testing.T) {
+	b := newHedgeBudget(5)
+	sent := 0
+	for reads := int64(1); reads <= 1000; reads++ {
+		if b.take(reads) { // every read wants a hedge
+			sent++
+		}
+	}
+	// The burst, then one per 20 reads.
+	if want := hedgeBurst + 1000*5/100; sent < want-1 || sent > want {
+		t.Errorf("%d hedges for 1000 reads, want about %d", sent, want)
+	}
+	if b.take(1000) {
+		t.Errorf("a hedge without a read since the last one")
+	}
+}
+
+func TestHedgeDelayFollowsAnswers(t *testing.T) {
+	var a answerTime
+	if d := a.hedgeDelay(50 * time.Millisecond); d != 50*time.Millisecond {
+		t.Errorf("no answers yet: delay %v, want the floor", d)
+	}
+	for range 50 {
+		a.observe(100 * time.Millisecond)
+	}
+	if d := a.hedgeDelay(50 * time.Millisecond); d < 100*time.Millisecond || d > 150*time.Millisecond {
+		t.Errorf("answers of 100ms: delay %v, want a little above 100ms", d)
+	}
+	for range 50 {
+		a.observe(time.Millisecond)
+	}
+	if d := a.hedgeDelay(50 * time.Millisecond); d != 50*time.Millisecond {
+		t.Errorf("answers of 1ms: delay %v, want the floor", d)
+	}
+}
