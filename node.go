@@ -127,7 +127,7 @@ type node struct {
 	probeConnAt time.Time
 	// probeSocks are probeConn's sockets, closed when a probe times out.
 	probeSocks sockets
-	failures    int
+	failures   int
 	// denied and user are what checkPrivileges found when probeConn
 	// connected.
 	denied probeFn
