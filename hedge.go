@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/puddle/v2"
 )
 
 // Hedged reads: a replica that stops answering (a stalled disk, a hung VM)
@@ -252,6 +254,23 @@ func (h *hedge[T]) target() *node {
 		return nil
 	}
 	return pl.topo.nodes[pick(h.c.picker, pl.topo, set)].n
+}
+
+// acquireReplica borrows a connection to replica n. When another replica
+// could serve the read and n has no idle connection, it waits no longer
+// than n's hedge delay for a new one: a frozen server accepts the TCP
+// connection and never answers its startup, and the read would wait for
+// it until its deadline. The dial goes on in the pool's background.
+func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
+	if !others || c.cfg.HedgeDelay <= 0 {
+		return n.pool.acquire(ctx)
+	}
+	if res, ok := n.pool.tryAcquire(ctx); ok {
+		return res, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, n.answers.hedgeDelay(c.cfg.HedgeDelay))
+	defer cancel()
+	return n.pool.acquire(actx)
 }
 
 // discardRows closes the rows of an attempt that lost.

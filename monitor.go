@@ -2,6 +2,7 @@ package pgreplica
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -74,9 +75,14 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 		pctx, cancel := context.WithTimeout(ctx, timeout)
 		stop := context.AfterFunc(pctx, func() { n.probeSocks.close() })
 		st := m.c.probe(pctx, n)
-		if !stop() && n.probeConn != nil {
-			n.probeConn.Close() // its socket may be closed
-			n.probeConn = nil
+		if !stop() {
+			if n.probeConn != nil {
+				n.probeConn.Close() // its socket may be closed
+				n.probeConn = nil
+			}
+			if st.err != nil && ctx.Err() == nil {
+				st.err = fmt.Errorf("no answer to the probe within %v: %w", timeout, st.err)
+			}
 		}
 		cancel()
 		if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {

@@ -135,17 +135,39 @@ func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], e
 			res.Destroy()
 			continue
 		}
-		p := res.Value()
-		p.res = res
-		p.owner.Store(ownerBorrower)
-		if hp.closing.Load() {
-			// Close started: it either saw this borrow (and took the
-			// connection) or will wait for it; give it back either way.
-			hp.release(res, nil)
-			return nil, ErrClosed
-		}
-		return res, nil
+		return hp.claim(res)
 	}
+}
+
+// tryAcquire returns an idle healthy connection if there is one at once
+// (a new one is then dialed in the background, if the pool may grow).
+func (hp *hostPool) tryAcquire(ctx context.Context) (*puddle.Resource[*physical], bool) {
+	for {
+		res, err := hp.pool.TryAcquire(ctx)
+		if err != nil {
+			return nil, false
+		}
+		if !hp.usable(ctx, res) {
+			res.Destroy()
+			continue
+		}
+		res, err = hp.claim(res)
+		return res, err == nil
+	}
+}
+
+// claim marks an acquired connection as borrowed.
+func (hp *hostPool) claim(res *puddle.Resource[*physical]) (*puddle.Resource[*physical], error) {
+	p := res.Value()
+	p.res = res
+	p.owner.Store(ownerBorrower)
+	if hp.closing.Load() {
+		// Close started: it either saw this borrow (and took the
+		// connection) or will wait for it; give it back either way.
+		hp.release(res, nil)
+		return nil, ErrClosed
+	}
+	return res, nil
 }
 
 func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical]) bool {

@@ -212,7 +212,7 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 	}
 	for set := pl.fresh.without(pl.tried); set != 0; set = pl.replicas(true) {
 		i := pick(c.picker, pl.topo, set)
-		res, err := pl.topo.nodes[i].n.pool.acquire(ctx)
+		res, err := c.acquireReplica(ctx, pl.topo.nodes[i].n, set.len() > 1)
 		if err == nil {
 			return c.newLease(res, true, false), nil
 		}

@@ -179,10 +179,18 @@ func (c *Cluster) Close() error {
 	}
 	c.closed = true
 	nodes := c.nodes
+	var frozen []*node
 	for _, n := range nodes {
 		n.running = false
+		if n.frozen {
+			frozen = append(frozen, n)
+			n.frozen = false
+		}
 	}
 	c.mu.Unlock()
+	for _, n := range frozen {
+		_ = c.srv.freeze(n, false) // a stopped server cannot shut down
+	}
 	err := c.srv.close(nodes)
 	for _, n := range nodes {
 		releasePort(n.port)

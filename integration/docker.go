@@ -432,3 +432,13 @@ func (s *dockerServers) close(nodes []*node) error {
 	s.dog.stop()
 	return errors.Join(errs...)
 }
+
+// freeze pauses (or unpauses) the container of n: the cgroup freezer stops
+// every process in it.
+func (s *dockerServers) freeze(n *node, frozen bool) error {
+	id := s.ctr(n).Container.ID
+	if frozen {
+		return s.pool.Client.PauseContainer(id)
+	}
+	return s.pool.Client.UnpauseContainer(id)
+}

@@ -480,3 +480,26 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// freeze sends SIGSTOP (or SIGCONT) to the postmaster and then to every
+// process of the server: the postmaster first, so that it starts no
+// process that would escape.
+func (s *localServers) freeze(n *node, frozen bool) error {
+	sig := syscall.SIGCONT
+	if frozen {
+		sig = syscall.SIGSTOP
+	}
+	p := s.proc(n)
+	s.mu.Lock()
+	pm := p.pid
+	s.mu.Unlock()
+	if err := signalProcess(pm, sig); err != nil {
+		return err
+	}
+	for _, pid := range serverProcs(p.real, pm) {
+		if err := signalProcess(pid, sig); err != nil {
+			return err
+		}
+	}
+	return nil
+}

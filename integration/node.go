@@ -18,6 +18,7 @@ type node struct {
 
 	// Guarded by Cluster.mu.
 	running  bool
+	frozen   bool // its processes are stopped (Freeze)
 	standby  bool // in recovery, following upstream
 	upstream int  // index of the node it streams from; -1 if none
 }

@@ -41,6 +41,9 @@ type servers interface {
 	stop(ctx context.Context, n *node, immediate bool) error
 	// kill crashes n (SIGKILL to every server process).
 	kill(n *node) error
+	// freeze stops every process of n where it is (SIGSTOP, or pausing its
+	// container) when frozen is set, and lets them run on when not.
+	freeze(n *node, frozen bool) error
 	// alive reports whether a server of n runs, whatever Cluster believes.
 	alive(n *node) bool
 	// pid returns the process id of n's running postmaster as this

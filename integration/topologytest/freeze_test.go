@@ -1,0 +1,161 @@
+package topologytest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgreplica/pgreplica/integration"
+)
+
+// TestFrozenReplica: one replica stops answering (every process of it
+// stopped with SIGSTOP: alive to TCP, accepting connections, answering
+// nothing, as a host with a stalled disk or a hung VM) while 8 goroutines
+// read with 1 s deadlines. No read may fail: those in flight on the frozen
+// replica are hedged to the other, later ones avoid it. The reads' p99
+// during the freeze stays within the hedge delay of the p99 before it; the
+// monitor marks the replica down within its probe timeout; hedges stay
+// within their budget; after the thaw the replica serves reads again.
+func TestFrozenReplica(t *testing.T) {
+	for _, inner := range []string{"pgx", "pq"} {
+		t.Run(inner, func(t *testing.T) {
+			c := startCluster(t, integration.Options{})
+			db, cn := open(t, c, "pgreplica_driver="+inner, "pgreplica_default=eventual")
+			ctx := testCtx(t, 2*time.Minute)
+			const frozen = 1
+			readers, phase := 8, 2*time.Second
+			if longMode() {
+				phase = 6 * time.Second
+			}
+
+			before := readFor(ctx, db, c, readers, phase)
+			if before.failed > 0 || before.served[frozen] == 0 {
+				t.Fatalf("before the freeze: %s", before)
+			}
+			hedgesBefore := cn.Stats().Hedges
+
+			if err := c.Freeze(frozen); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Thaw(frozen) })
+			frozenAt := time.Now()
+			var downAfter time.Duration
+			var during phaseResult
+			var wg sync.WaitGroup
+			wg.Go(func() { during = readFor(ctx, db, c, readers, phase) })
+			wg.Go(func() {
+				wctx, cancel := within(ctx, phase)
+				defer cancel()
+				if waitFor(wctx, "the frozen replica to be marked down", func() (bool, string) {
+					ns := status(t, cn, c, frozen)
+					return ns.Err != nil, describe(ns)
+				}) == nil {
+					downAfter = time.Since(frozenAt)
+				}
+			})
+			wg.Wait()
+			if err := c.Thaw(frozen); err != nil {
+				t.Fatal(err)
+			}
+			s := cn.Stats()
+			hedges := s.Hedges - hedgesBefore
+			hedgeDelay := 50 * time.Millisecond // HedgeDelay's default: answers here are far faster
+			t.Logf("before: %s", before)
+			t.Logf("frozen: %s", during)
+			t.Logf("frozen replica marked down after %v; hedges %d (won %d, denied %d) for %d replica reads",
+				downAfter.Round(time.Millisecond), hedges, s.HedgeWins, s.HedgesDenied, s.ReplicaReads)
+
+			if during.failed > 0 {
+				t.Errorf("%d of %d reads failed during the freeze, first: %v", during.failed, during.total(), during.firstErr)
+			}
+			// The slack covers what a loaded 2-core machine adds to a read
+			// that had to wait for a hedge (a new connection to the other
+			// replica, scheduling); the hedge delay is the cost the design
+			// accepts.
+			const slack = 100 * time.Millisecond
+			if limit := hedgeDelay + before.p99() + slack; during.p99() > limit {
+				t.Errorf("p99 during the freeze %v > hedge delay %v + p99 before %v + slack %v",
+					during.p99(), hedgeDelay, before.p99(), slack)
+			}
+			if downAfter == 0 || downAfter > 2*time.Second {
+				t.Errorf("the frozen replica was marked down after %v, want within the probe timeout (1s) and an interval", downAfter)
+			}
+			if hedges == 0 {
+				t.Errorf("no read was hedged: the reads in flight on the frozen replica cannot have been answered in time otherwise")
+			}
+			if budget := int64(10) + s.ReplicaReads*5/100; hedges > budget {
+				t.Errorf("%d hedges for %d replica reads: over the budget of %d", hedges, s.ReplicaReads, budget)
+			}
+
+			wctx, cancel := within(ctx, 30*time.Second)
+			defer cancel()
+			if err := waitFor(wctx, "the thawed replica to serve reads", func() (bool, string) {
+				i, err := servedBy(wctx, db, c)
+				return err == nil && i == frozen, fmt.Sprintf("node %d, %v; %s", i, err, describe(status(t, cn, c, frozen)))
+			}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// phaseResult is what readers saw over one phase.
+type phaseResult struct {
+	lat      []time.Duration
+	served   map[int]int
+	failed   int
+	firstErr error
+}
+
+func (r phaseResult) total() int { return len(r.lat) + r.failed }
+
+func (r phaseResult) p99() time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(r.lat)
+	slices.Sort(s)
+	return s[(len(s)*99)/100]
+}
+
+func (r phaseResult) String() string {
+	return fmt.Sprintf("%s p99=%v served=%v failed=%d (%v)", durStats(r.lat), r.p99().Round(time.Millisecond), r.served, r.failed, r.firstErr)
+}
+
+// readFor runs readers goroutines reading for d, each read with a 1 s
+// deadline, and collects their latencies and where they ran.
+func readFor(ctx context.Context, db *sql.DB, c *integration.Cluster, readers int, d time.Duration) phaseResult {
+	var mu sync.Mutex
+	res := phaseResult{served: map[int]int{}}
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() {
+			for time.Now().Before(end) && ctx.Err() == nil {
+				rctx, cancel := context.WithTimeout(ctx, time.Second)
+				start := time.Now()
+				i, err := servedBy(rctx, db, c)
+				took := time.Since(start)
+				cancel()
+				mu.Lock()
+				if err != nil {
+					res.failed++
+					if res.firstErr == nil {
+						res.firstErr = fmt.Errorf("after %v: %w", took.Round(time.Millisecond), err)
+					}
+				} else {
+					res.lat = append(res.lat, took)
+					res.served[i]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return res
+}
+
