@@ -35,7 +35,7 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		t.Setenv(dsnEnv, "")
-		code := run(ctx, c.args, &out, &errOut)
+		code := run(ctx, c.args, nil, &out, &errOut)
 		if code != c.code || !strings.Contains(out.String(), c.out) || !strings.Contains(errOut.String(), c.err) {
 			t.Errorf("run %q = %d, stdout %q, stderr %q; want %d, %q in stdout, %q in stderr",
 				c.args, code, out.String(), errOut.String(), c.code, c.out, c.err)
