@@ -157,7 +157,7 @@ func devServe(ctx context.Context, o devOptions, stdin io.Reader, stdout, stderr
 		}
 		opts.Keep = true
 	}
-	fmt.Fprintf(stdout, "Starting a PostgreSQL primary and %d streaming replicas on 127.0.0.1 ...\n", o.replicas)
+	fmt.Fprintf(stdout, "Starting a PostgreSQL primary and %s on 127.0.0.1 ...\n", replicasText(o.replicas))
 	cl, err := integration.Start(ctx, opts)
 	if err != nil {
 		switch {
@@ -265,8 +265,8 @@ func (d *devCluster) serve(ctx context.Context, o devOptions, statePath string, 
 
 func (d *devCluster) banner(w io.Writer, o devOptions) {
 	dsn := d.cl.DSN()
-	fmt.Fprintf(w, "\nReady: 1 primary + %d replicas, each replica applying WAL %s after the primary commits.\n",
-		d.cl.Len()-1, clitext.HumanDuration(o.lag))
+	fmt.Fprintf(w, "\nReady: 1 primary + %s, each applying WAL %s after the primary commits.\n",
+		replicasText(d.cl.Len()-1), clitext.HumanDuration(o.lag))
 	if d.cl.Dir() != "" {
 		where := "removed at the end"
 		if o.dir != "" {
@@ -284,12 +284,24 @@ func (d *devCluster) banner(w io.Writer, o devOptions) {
 		}
 		fmt.Fprintf(w, "  %s  %s\n", role, d.cl.NodeDSN(i))
 	}
+	last := strconv.Itoa(d.cl.Len() - 1)
 	fmt.Fprintf(w, "\nChange the lag from another terminal:\n  %s\n  %s\n  %s\n  %s\n",
-		devHint(d.dir, "lag 1 500ms"), devHint(d.dir, "pause 2"), devHint(d.dir, "resume 2"), devHint(d.dir, "status"))
+		devHint(d.dir, "lag 1 500ms"), devHint(d.dir, "pause "+last), devHint(d.dir, "resume "+last), devHint(d.dir, "status"))
 	fmt.Fprintf(w, "or here (each followed by Enter): %s\n", keyHelp)
-	fmt.Fprintln(w, "Ctrl-C stops the servers and removes everything.")
+	if d.dir != "" {
+		fmt.Fprintln(w, "Ctrl-C stops the servers and keeps their data.")
+	} else {
+		fmt.Fprintln(w, "Ctrl-C stops the servers and removes everything.")
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, d.statusLine())
+}
+
+func replicasText(n int) string {
+	if n == 1 {
+		return "1 streaming replica"
+	}
+	return strconv.Itoa(n) + " streaming replicas"
 }
 
 const keyHelp = "a replica's number selects it, + / - doubles / halves its lag, p pauses or resumes its replay, " +
