@@ -32,6 +32,22 @@ func freePortPair(t *testing.T) int {
 	return 0
 }
 
+// traversableTempDir returns a new directory that every user can
+// traverse (the servers run as another user when the tests run as root),
+// removed when t ends.
+func traversableTempDir(t *testing.T, pattern string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestKeepStartsTheKeptClusterAgain starts a cluster with Keep and a fixed
 // Port, closes it, checks that its data stayed and that no server runs,
 // starts it again on other ports and finds the row written the first time
@@ -43,15 +59,7 @@ func TestKeepStartsTheKeptClusterAgain(t *testing.T) {
 		t.Skip("Keep needs the local runtime")
 	}
 	ctx := testCtx(t)
-	parent, err := os.MkdirTemp("", "pgr-keep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(parent)
-	if err := os.Chmod(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(parent, "dev")
+	dir := filepath.Join(traversableTempDir(t, "pgr-keep"), "dev")
 	port := freePortPair(t)
 	c, err := integration.Start(ctx, integration.Options{Replicas: 1, Dir: dir, Keep: true, Port: port, Logf: t.Logf})
 	if err != nil {

@@ -130,9 +130,10 @@ type devCluster struct {
 	dir string // -dir, for hints
 	in  *inspector
 
-	mu     sync.Mutex      // serialises changes; guards delays and paused
-	delays []time.Duration // apply delay by node index (0, the primary, unused)
-	paused []bool
+	mu      sync.Mutex      // serialises changes; guards the fields below
+	delays  []time.Duration // apply delay by node index (0, the primary, unused)
+	paused  []bool
+	changed []time.Time // when dev last paused or resumed each node
 }
 
 func devServe(ctx context.Context, o devOptions, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -170,7 +171,8 @@ func devServe(ctx context.Context, o devOptions, stdin io.Reader, stdout, stderr
 		}
 		return exitFail
 	}
-	d := &devCluster{cl: cl, dir: o.dir, delays: make([]time.Duration, cl.Len()), paused: make([]bool, cl.Len())}
+	d := &devCluster{cl: cl, dir: o.dir, delays: make([]time.Duration, cl.Len()), paused: make([]bool, cl.Len()),
+		changed: make([]time.Time, cl.Len())}
 	err = d.serve(ctx, o, statePath, stdin, stdout)
 	if cerr := d.close(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -413,7 +415,7 @@ func (d *devCluster) setPaused(ctx context.Context, i int, pause bool) error {
 	if err != nil {
 		return fmt.Errorf("replica %d: %w", i, err)
 	}
-	d.paused[i] = pause
+	d.paused[i], d.changed[i] = pause, time.Now()
 	return nil
 }
 
@@ -429,12 +431,18 @@ func (d *devCluster) statusLine() string {
 	}
 	d.mu.Lock()
 	delays, paused := append([]time.Duration(nil), d.delays...), append([]bool(nil), d.paused...)
+	changed := append([]time.Time(nil), d.changed...)
 	d.mu.Unlock()
 	var parts []string
 	for i := 1; i < d.cl.Len(); i++ {
 		s := fmt.Sprintf("replica %d: delay %s", i, clitext.HumanDuration(delays[i]))
 		ns, ok := byAddr[fmt.Sprintf("127.0.0.1:%d", d.cl.Port(i))]
-		if paused[i] || (ok && ns.ReplayPaused) {
+		// What dev did, or what the driver saw since (replay paused
+		// by hand): a probe from before the last change is out of date.
+		if ns.Sampled.After(changed[i]) {
+			paused[i] = ns.ReplayPaused
+		}
+		if paused[i] {
 			s += ", PAUSED"
 		}
 		switch {
