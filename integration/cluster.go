@@ -46,6 +46,19 @@ type Options struct {
 	// Debian-based like the official image: the harness runs initdb,
 	// pg_basebackup and postgres from PATH as the OS user postgres.
 	Image string
+	// Port, if not 0, is the port of node 0 on 127.0.0.1; node i listens
+	// on Port+i. Start fails when one of them is taken (without Port each
+	// node gets a free port, moving on when one is taken meanwhile).
+	Port int
+	// Keep makes Dir (which must then be set) the cluster's own directory
+	// instead of the parent of a temporary one, and Close stops the
+	// servers but leaves their data there. Start on a Dir that holds a
+	// kept cluster starts its nodes again, with their data, rather than
+	// creating them: replicas follow the primary on its new port, and
+	// nodes beyond the requested number stay stopped (a missing one is
+	// cloned). Start refuses a Dir whose servers are running. Keep needs
+	// the local runtime: Docker keeps the data inside the containers.
+	Keep bool
 }
 
 // Cluster is a running PostgreSQL primary with its streaming replicas. Node
@@ -98,6 +111,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	case replicas < 0:
 		replicas = 0
 	}
+	if opts.Port != 0 && (opts.Port < 1 || opts.Port+replicas > 65535) {
+		return nil, fmt.Errorf("integration: ports %d to %d are out of range", opts.Port, opts.Port+replicas)
+	}
+	if opts.Keep && opts.Dir == "" {
+		return nil, errors.New("integration: Options.Keep needs Options.Dir")
+	}
 	srv, err := newServers(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -111,11 +130,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}()
 	c.logf("integration: %s", srv.describe())
 	for i := 0; i <= replicas; i++ {
-		port, err := reservePort()
+		n := &node{index: i, name: "replica" + strconv.Itoa(i), upstream: -1, fixedPort: opts.Port != 0}
+		if n.fixedPort {
+			n.port = opts.Port + i
+			err = claimPort(n.port)
+		} else {
+			n.port, err = reservePort()
+		}
 		if err != nil {
 			return nil, err
 		}
-		c.nodes = append(c.nodes, &node{index: i, name: "replica" + strconv.Itoa(i), port: port, upstream: -1})
+		c.nodes = append(c.nodes, n)
 	}
 
 	primary := c.nodes[0]
@@ -221,6 +246,11 @@ func (c *Cluster) NodeAt(port int) int {
 	}
 	return -1
 }
+
+// Dir returns the cluster's directory on this machine, which holds the
+// data directories and server logs of the local runtime, or "" when the
+// servers run in Docker containers.
+func (c *Cluster) Dir() string { return c.srv.clusterDir() }
 
 // Runtime reports how the servers run: RuntimeLocal or RuntimeDocker.
 func (c *Cluster) Runtime() string { return c.srv.runtime() }

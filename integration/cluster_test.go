@@ -481,15 +481,8 @@ func TestNeedOnNil(t *testing.T) {
 func TestStartFailureCleansUp(t *testing.T) {
 	cluster.Need(t)
 	ctx := testCtx(t)
-	parent, err := os.MkdirTemp("", "pgr-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(parent)
-	if err := os.Chmod(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_, err = integration.Start(ctx, integration.Options{
+	parent := traversableTempDir(t, "pgr-test")
+	_, err := integration.Start(ctx, integration.Options{
 		Dir:       parent,
 		ExtraConf: []string{"shared_buffers = 'plenty'"},
 	})

@@ -92,6 +92,9 @@ func newDockerServers(ctx context.Context, opts Options) (*dockerServers, error)
 	if err := pool.Client.PingWithContext(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errNoDocker, pool.Client.Endpoint(), err)
 	}
+	if opts.Keep {
+		return nil, errors.New("integration: Options.Keep needs the local server binaries (Docker keeps the data inside its containers)")
+	}
 	image := opts.Image
 	if image == "" {
 		image = os.Getenv(ImageEnv)
@@ -162,6 +165,8 @@ func (s *dockerServers) describe() string {
 	return fmt.Sprintf("PostgreSQL %d in Docker containers of %s:%s at %s, network %s",
 		s.maj, s.repo, s.tag, s.pool.Client.Endpoint(), s.name)
 }
+
+func (s *dockerServers) clusterDir() string { return "" }
 
 func (s *dockerServers) major() int { return s.maj }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -21,7 +22,8 @@ import (
 type localServers struct {
 	bin  binaries
 	acct account
-	dir  string // the cluster's directory, removed by close
+	dir  string // the cluster's directory, removed by close unless keep
+	keep bool   // Options.Keep: dir is Options.Dir, reused and kept
 	logf func(format string, args ...any)
 	dog  *watchdog
 
@@ -63,13 +65,19 @@ func newLocalServers(ctx context.Context, opts Options) (*localServers, error) {
 			return nil, fmt.Errorf("integration: %w", err)
 		}
 	}
-	dir, err := os.MkdirTemp(opts.Dir, "pgr")
-	if err != nil {
+	dir := opts.Dir
+	if opts.Keep {
+		if err := checkKeptIdle(dir); err != nil {
+			return nil, err
+		}
+	} else if dir, err = os.MkdirTemp(opts.Dir, "pgr"); err != nil {
 		return nil, fmt.Errorf("integration: %w", err)
 	}
-	s := &localServers{bin: bin, acct: acct, dir: dir, logf: opts.Logf, procs: map[int]*localNode{}}
+	s := &localServers{bin: bin, acct: acct, dir: dir, keep: opts.Keep, logf: opts.Logf, procs: map[int]*localNode{}}
 	fail := func(err error) (*localServers, error) {
-		_ = os.RemoveAll(dir)
+		if !s.keep {
+			_ = os.RemoveAll(dir)
+		}
 		return nil, err
 	}
 	if s.dir, err = filepath.Abs(dir); err != nil {
@@ -83,8 +91,38 @@ func newLocalServers(ctx context.Context, opts Options) (*localServers, error) {
 		return fail(fmt.Errorf("integration: %w; use an Options.Dir that every user can traverse, such as one under %s",
 			err, os.TempDir()))
 	}
-	s.dog = startWatchdog(localWatchdogScript, s.dir)
+	keep := ""
+	if s.keep {
+		keep = "keep"
+	}
+	s.dog = startWatchdog(localWatchdogScript, s.dir, keep)
 	return s, nil
+}
+
+// checkKeptIdle fails when a server of a cluster kept in dir runs: Start
+// must neither start a second one on the same data nor, failing, stop it.
+func checkKeptIdle(dir string) error {
+	datas, _ := filepath.Glob(filepath.Join(dir, "n*", "data"))
+	for _, data := range datas {
+		real, err := filepath.EvalSymlinks(data)
+		if err != nil {
+			continue
+		}
+		if pids := serverProcs(real, readPid(data)); len(pids) > 0 {
+			return fmt.Errorf("integration: %s is in use: a server (pid %d) runs on %s", dir, pids[0], data)
+		}
+	}
+	return nil
+}
+
+// kept reports whether p holds the data of a kept cluster to start again
+// rather than create.
+func (s *localServers) kept(p *localNode) bool {
+	if !s.keep {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(p.data, "PG_VERSION"))
+	return err == nil
 }
 
 func (s *localServers) describe() string {
@@ -100,6 +138,8 @@ func (s *localServers) major() int { return s.bin.major }
 
 func (s *localServers) runtime() string { return RuntimeLocal }
 
+func (s *localServers) clusterDir() string { return s.dir }
+
 func (s *localServers) peerAddr(n *node) (string, int) { return "127.0.0.1", n.port }
 
 // proc returns the local state of n.
@@ -112,7 +152,7 @@ func (s *localServers) proc(n *node) *localNode {
 // newProc creates the directory of node n.
 func (s *localServers) newProc(n *node) (*localNode, error) {
 	dir := filepath.Join(s.dir, "n"+strconv.Itoa(n.index))
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil && !(s.keep && errors.Is(err, fs.ErrExist)) {
 		return nil, fmt.Errorf("integration: %w", err)
 	}
 	if err := s.acct.chown(dir); err != nil {
@@ -139,6 +179,13 @@ func (s *localServers) createPrimary(ctx context.Context, n *node, conf []string
 	if err != nil {
 		return err
 	}
+	if s.kept(p) {
+		s.logf("integration: starting the kept primary in %s", p.data)
+		return s.startNew(ctx, n, p)
+	}
+	if err := s.prepareData(p); err != nil {
+		return err
+	}
 	if err := s.initData(ctx, p); err != nil {
 		return err
 	}
@@ -156,6 +203,17 @@ func (s *localServers) createReplica(ctx context.Context, n, upstream *node, con
 	if err != nil {
 		return err
 	}
+	if s.kept(p) {
+		// It follows the primary on whatever port it has now.
+		s.logf("integration: starting the kept replica in %s", p.data)
+		if err := follow(s, n, conninfo); err != nil {
+			return err
+		}
+		return s.startNew(ctx, n, p)
+	}
+	if err := s.prepareData(p); err != nil {
+		return err
+	}
 	if !s.bin.basebackup || cloneByCopy {
 		return s.cloneReplica(ctx, n, upstream, p, conninfo)
 	}
@@ -168,6 +226,18 @@ func (s *localServers) createReplica(ctx context.Context, n, upstream *node, con
 		return err
 	}
 	return s.startNew(ctx, n, p)
+}
+
+// prepareData removes what an interrupted creation of a kept node left in
+// its data directory, which initdb and pg_basebackup want missing or empty.
+func (s *localServers) prepareData(p *localNode) error {
+	if !s.keep {
+		return nil
+	}
+	if err := os.RemoveAll(p.data); err != nil {
+		return fmt.Errorf("integration: %w", err)
+	}
+	return nil
 }
 
 func (s *localServers) readConf(n *node, name string) ([]byte, error) {
@@ -315,8 +385,8 @@ func (s *localServers) logTail(n *node, lines int) (string, string) {
 	return p.logPath, logTail(p.logPath, lines)
 }
 
-// close stops every server for good, removes the cluster's directory and
-// releases the watchdog.
+// close stops every server for good, removes the cluster's directory (of
+// a kept cluster: its initdb template only) and releases the watchdog.
 func (s *localServers) close(nodes []*node) error {
 	var wg sync.WaitGroup
 	for _, n := range nodes {
@@ -331,7 +401,12 @@ func (s *localServers) close(nodes []*node) error {
 	}
 	wg.Wait()
 	s.dropTemplate()
-	err := os.RemoveAll(s.dir)
+	var err error
+	if s.keep {
+		err = os.RemoveAll(filepath.Join(s.dir, templateDir))
+	} else {
+		err = os.RemoveAll(s.dir)
+	}
 	s.dog.stop()
 	if err != nil {
 		return fmt.Errorf("integration: removing %s: %w", s.dir, err)
@@ -366,9 +441,15 @@ func (s *localServers) shutdown(n *node) {
 	if pid == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A kept cluster shuts down cleanly (fast mode), so that it starts
+	// again without crash recovery.
+	grace := 5 * time.Second
+	if s.keep {
+		grace = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if s.stop(ctx, n, true) != nil {
+	if s.stop(ctx, n, !s.keep) != nil {
 		_ = s.killProc(n, p, pid)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -15,6 +16,8 @@ type node struct {
 	index int
 	name  string // application_name when streaming
 	port  int    // TCP port on 127.0.0.1 for clients
+	// fixedPort: the port was asked for (Options.Port), never move it.
+	fixedPort bool
 
 	// Guarded by Cluster.mu.
 	running  bool
@@ -106,7 +109,7 @@ func conninfo(s servers, n, upstream *node) string {
 func onFreePort(n *node, logf func(string, ...any), try func() (taken bool, err error)) error {
 	for attempt := 1; ; attempt++ {
 		taken, err := try()
-		if err == nil || attempt == 5 || !taken {
+		if err == nil || attempt == 5 || !taken || n.fixedPort {
 			return err
 		}
 		port, perr := reservePort()
@@ -144,6 +147,22 @@ func reservePort() (int, error) {
 		}
 	}
 	return 0, errors.New("integration: no free port found")
+}
+
+// claimPort reserves the given port on 127.0.0.1, or fails if it is taken.
+func claimPort(port int) error {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if ports[port] {
+		return fmt.Errorf("integration: port %d is taken by another cluster of this process", port)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("integration: port %d: %w", port, err)
+	}
+	l.Close()
+	ports[port] = true
+	return nil
 }
 
 func releasePort(port int) {

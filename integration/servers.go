@@ -17,6 +17,9 @@ type servers interface {
 	runtime() string
 	// describe says where the servers come from, for progress messages.
 	describe() string
+	// clusterDir is the cluster's directory on this machine, or "" if
+	// none.
+	clusterDir() string
 	// major is the server's major version, e.g. 15.
 	major() int
 	// createPrimary creates node n as a new primary with the given

@@ -15,9 +15,10 @@ type watchdog struct {
 	pipe *os.File // write end; closing it lets the watchdog act
 }
 
-// localWatchdogScript runs as /bin/sh -c script sh <cluster dir>. It shuts
-// down (immediate mode, SIGKILL after five seconds) every postmaster
-// recorded in the cluster directory and removes the directory.
+// localWatchdogScript runs as /bin/sh -c script sh <cluster dir> [keep]. It
+// shuts down (immediate mode, SIGKILL after five seconds) every postmaster
+// recorded in the cluster directory and removes the directory, unless its
+// second argument is "keep".
 const localWatchdogScript = `
 cat >/dev/null 2>&1
 pids=
@@ -47,7 +48,7 @@ while [ -n "$pids" ] && [ $i -lt 100 ]; do
 	sleep 0.1 2>/dev/null || sleep 1
 	i=$((i+1))
 done
-rm -rf "$1"
+[ "$2" = keep ] || rm -rf "$1"
 `
 
 // dockerWatchdogScript runs as /bin/sh -c script sh <cluster name>. It
@@ -62,15 +63,15 @@ docker network rm "$1" >/dev/null 2>&1
 exit 0
 `
 
-// startWatchdog starts a watchdog that runs script with arg, or returns
+// startWatchdog starts a watchdog that runs script with args, or returns
 // nil if it cannot.
-func startWatchdog(script, arg string) *watchdog {
+func startWatchdog(script string, args ...string) *watchdog {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil
 	}
 	defer r.Close()
-	cmd := exec.Command("/bin/sh", "-c", script, "sh", arg)
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, args...)...)
 	cmd.Stdin = r
 	// A process group of its own: a Ctrl-C aimed at the test must not
 	// kill the watchdog before it cleans up.

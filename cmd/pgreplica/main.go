@@ -1,6 +1,9 @@
-// Command pgreplica shows what the pgreplica driver sees in a cluster.
+// Command pgreplica shows what the pgreplica driver sees in a cluster, and
+// runs a lagging local cluster to develop against.
 //
 //	pgreplica status [-watch] [-interval 1s] [-json] DSN
+//	pgreplica dev [-replicas 2] [-lag 200ms] [-port P] [-dir D] [-every 2s]
+//	pgreplica dev [-dir D] lag N DURATION | pause N | resume N | status
 //	pgreplica help [command]
 //
 // status prints one row per host of a multi-host DSN: role, state, timeline,
@@ -8,11 +11,26 @@
 // state, replay-conflict cancellations, and whether pgreplica would send
 // reads there (and why not).
 //
-// The demo that used to be "pgreplica demo" is the command
-// integration/cmd/pgreplica-demo of the integration module (it starts a
-// cluster with the test harness, which links the Docker client; this
-// command does not): go run ./integration/cmd/pgreplica-demo in a checkout
-// of the repository.
+// dev starts a primary and streaming replicas on 127.0.0.1 with the
+// integration harness (the local PostgreSQL server binaries, else Docker),
+// gives every replica an apply delay (recovery_min_apply_delay), prints the
+// multi-host DSN and an export PGREPLICA_DSN=... line, shows each
+// replica's lag while it runs, and on Ctrl-C stops the servers and removes
+// their data (-dir keeps it there, and the next dev on that directory
+// starts the same cluster again). From another terminal, "pgreplica dev
+// lag 1 500ms", "pause 2", "resume 2" and "status" change or show the lag
+// of the running dev: it publishes a loopback control address and token in
+// a state file readable by its user only (in -dir, else in
+// $XDG_RUNTIME_DIR/pgreplica or the user cache directory). In the running
+// dev, lines typed on standard input do the same: a replica's number
+// selects it, + and - double or halve its lag, p pauses or resumes it, q
+// quits.
+//
+// This command is a module of its own, so that linking the harness (and
+// with it the Docker client) leaves the driver module's dependencies
+// alone. The demo of what the driver is for is the command
+// integration/cmd/pgreplica-demo: go run ./integration/cmd/pgreplica-demo
+// in a checkout of the repository.
 package main
 
 import (
@@ -37,13 +55,14 @@ func main() {
 	// Ctrl-C (or SIGTERM) cancels the context; commands clean up and
 	// return. A second Ctrl-C, after stop, kills the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// run dispatches a command line and returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// run dispatches a command line and returns the exit code. stdin may be
+// nil: dev then reads no keys.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -52,12 +71,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "status":
 		return runStatus(ctx, rest, stdout, stderr)
+	case "dev":
+		return runDev(ctx, rest, stdin, stdout, stderr)
 	case "demo":
 		fmt.Fprintln(stderr, demoMoved)
 		return exitUsage
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
-			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
+			return run(ctx, []string{rest[0], "-h"}, nil, stdout, stderr)
 		}
 		usage(stdout)
 		return exitOK
@@ -79,6 +100,10 @@ Usage:
 
   pgreplica status [flags] DSN   one row per host: role, lag, paused, conflicts,
                                  whether reads go there and why not
+  pgreplica dev [flags]          a local primary + lagging replicas to develop
+                                 against: prints the DSN, runs until Ctrl-C
+  pgreplica dev lag N DURATION   from another terminal: replica N's lag;
+  pgreplica dev pause|resume N   pause or resume its replay; or status
   pgreplica help [command]       this text, or a command's flags
 
 The DSN is any DSN the driver accepts, listing every host, e.g.
@@ -90,6 +115,8 @@ Examples:
 
   pgreplica status -watch 'postgres://postgres@127.0.0.1:5433,127.0.0.1:5434/postgres'
   pgreplica status -json "$PGREPLICA_DSN" | jq '.[] | select(.reads | not)'
+  pgreplica dev -replicas 2 -lag 300ms      (then in another terminal:)
+  pgreplica dev lag 2 2s
 
 The demo of what the driver is for (a local primary + 2 lagging replicas,
 five read-after-write scenarios through a naive router and through

@@ -27,6 +27,10 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 		{[]string{"help", "status"}, exitOK, "", "-watch"},
 		{[]string{"demo"}, exitUsage, "", "go run ./integration/cmd/pgreplica-demo"},
 		{[]string{"help", "demo"}, exitUsage, "", "go run ./integration/cmd/pgreplica-demo"},
+		{[]string{"help", "dev"}, exitOK, "", "-replicas"},
+		{[]string{"dev", "frobnicate"}, exitUsage, "", `unknown command "frobnicate"`},
+		{[]string{"dev", "lag", "1"}, exitUsage, "", "want lag N DURATION"},
+		{[]string{"dev", "-replicas", "0"}, exitUsage, "", "-replicas must be 1 to 9"},
 		{nil, exitUsage, "", "Usage:"},
 		{[]string{"frobnicate"}, exitUsage, "", `unknown command "frobnicate"`},
 		{[]string{"status"}, exitUsage, "", "no DSN given"},
@@ -35,7 +39,7 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		t.Setenv(dsnEnv, "")
-		code := run(ctx, c.args, &out, &errOut)
+		code := run(ctx, c.args, nil, &out, &errOut)
 		if code != c.code || !strings.Contains(out.String(), c.out) || !strings.Contains(errOut.String(), c.err) {
 			t.Errorf("run %q = %d, stdout %q, stderr %q; want %d, %q in stdout, %q in stderr",
 				c.args, code, out.String(), errOut.String(), c.code, c.out, c.err)
