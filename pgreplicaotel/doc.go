@@ -17,6 +17,7 @@
 //	pgreplica.read.fallbacks{reason}          counter {read}: reason is timeout or no_replica
 //	pgreplica.read.failures{reason}           counter {read}: ErrNoFreshReplica returned (FallbackError)
 //	pgreplica.read.retries{kind}              counter {retry}: kind is conflict, read_only or conn_lost
+//	pgreplica.read.hedges{outcome}            counter {read}: outcome is won, lost or denied
 //	pgreplica.tokened_reads                   counter {read}: reads with a position requirement
 //	pgreplica.tokened_read.fallbacks          counter {read}: of those, fell back or failed
 //	pgreplica.lsn.captures                    counter {write}: writes whose commit LSN was captured

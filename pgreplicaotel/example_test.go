@@ -80,6 +80,7 @@ func ExampleRegister() {
 	// pgreplica.node.up
 	// pgreplica.read.failures {read}
 	// pgreplica.read.fallbacks {read}
+	// pgreplica.read.hedges {read}
 	// pgreplica.read.retries {retry}
 	// pgreplica.reads {read}
 	// pgreplica.replica.wait.time s

@@ -18,6 +18,7 @@ var errNil = errors.New("pgreplicaotel: Register needs a *pgreplica.Connector an
 // instruments are the observable instruments one callback reports.
 type instruments struct {
 	reads, fallbacks, failures, retries  metric.Int64ObservableCounter
+	hedges                               metric.Int64ObservableCounter
 	tokened, tokenedFallbacks, captures  metric.Int64ObservableCounter
 	waitTime                             metric.Float64ObservableCounter
 	up, role, eligible, lagBytes, paused metric.Int64ObservableGauge
@@ -44,7 +45,7 @@ func Register(c *pgreplica.Connector, mp metric.MeterProvider, opts ...Option) (
 	}
 	r := &reporter{conn: c, in: in, extra: o.attrs}
 	reg, err := m.RegisterCallback(r.observe,
-		in.reads, in.fallbacks, in.failures, in.retries, in.tokened, in.tokenedFallbacks, in.captures,
+		in.reads, in.fallbacks, in.failures, in.retries, in.hedges, in.tokened, in.tokenedFallbacks, in.captures,
 		in.waitTime, in.up, in.role, in.eligible, in.lagBytes, in.paused, in.rtt, in.lagTime)
 	if err != nil {
 		return nil, fmt.Errorf("pgreplicaotel: register callback: %w", err)
@@ -83,6 +84,8 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 			"Reads that returned ErrNoFreshReplica instead of falling back (FallbackError), by reason."),
 		retries: counter("pgreplica.read.retries", "{retry}",
 			"Replica reads retried before returning a row, by kind (conflict, read_only, conn_lost)."),
+		hedges: counter("pgreplica.read.hedges", "{read}",
+			"Replica reads also sent to a second replica, by outcome (won, lost), and hedges the budget refused (denied)."),
 		tokened: counter("pgreplica.tokened_reads", "{read}",
 			"Reads with a position requirement (session, token or process watermark)."),
 		tokenedFallbacks: counter("pgreplica.tokened_read.fallbacks", "{read}",
@@ -140,6 +143,9 @@ func (r *reporter) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.retries, s.ConflictRetries, r.set(attribute.String("kind", "conflict")))
 	o.ObserveInt64(in.retries, s.ReadOnlyRetries, r.set(attribute.String("kind", "read_only")))
 	o.ObserveInt64(in.retries, s.ConnLostRetries, r.set(attribute.String("kind", "conn_lost")))
+	o.ObserveInt64(in.hedges, s.HedgeWins, r.set(attribute.String("outcome", "won")))
+	o.ObserveInt64(in.hedges, s.Hedges-s.HedgeWins, r.set(attribute.String("outcome", "lost")))
+	o.ObserveInt64(in.hedges, s.HedgesDenied, r.set(attribute.String("outcome", "denied")))
 	o.ObserveInt64(in.tokened, s.TokenedReads, r.set())
 	o.ObserveInt64(in.tokenedFallbacks, s.TokenedFallbacks, r.set())
 	o.ObserveInt64(in.captures, s.LSNCaptures, r.set())

@@ -65,6 +65,9 @@ func TestRegister(t *testing.T) {
 	equal("pgreplica.read.retries", float64(want.ConflictRetries), "kind", "conflict")
 	equal("pgreplica.read.retries", float64(want.ReadOnlyRetries), "kind", "read_only")
 	equal("pgreplica.read.retries", float64(want.ConnLostRetries), "kind", "conn_lost")
+	equal("pgreplica.read.hedges", float64(want.HedgeWins), "outcome", "won")
+	equal("pgreplica.read.hedges", float64(want.Hedges-want.HedgeWins), "outcome", "lost")
+	equal("pgreplica.read.hedges", float64(want.HedgesDenied), "outcome", "denied")
 	for name, unit := range map[string]string{"pgreplica.reads": "{read}", "pgreplica.node.lag": "By", "pgreplica.node.lag_time": "s", "pgreplica.replica.wait.time": "s"} {
 		if u := got.metrics[name].Unit; u != unit {
 			t.Errorf("%s unit %q, want %q", name, u, unit)

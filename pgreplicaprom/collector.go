@@ -14,7 +14,7 @@ type Collector struct {
 
 	reads, fallbacks, failed            *prometheus.Desc
 	tokened, tokenedFallbacks, captures *prometheus.Desc
-	retries, wait                       *prometheus.Desc
+	retries, hedges, wait               *prometheus.Desc
 
 	nodeUp, nodeRole, lagBytes, lagSeconds *prometheus.Desc
 	paused, eligible, rtt                  *prometheus.Desc
@@ -54,6 +54,8 @@ func NewCollector(c *pgreplica.Connector, opts ...Option) *Collector {
 			"Writes whose commit LSN was read after they committed."),
 		retries: desc("read_retries_total",
 			"Replica reads retried before returning a row, by kind (conflict: cancelled by replay; read_only: refused as a write, rerun on the primary; conn_lost: connection lost).", "kind"),
+		hedges: desc("read_hedges_total",
+			"Replica reads also sent to a second replica because the first had not answered within the hedge delay, by outcome (won: the second answered first; lost: the first did), and hedges the budget refused (denied).", "outcome"),
 		wait: desc("replica_wait_seconds",
 			"Time reads with a position requirement spent finding a replica fresh enough."),
 
@@ -77,7 +79,7 @@ func NewCollector(c *pgreplica.Connector, opts ...Option) *Collector {
 // Describe sends the descriptors of every metric the collector emits.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.reads, c.fallbacks, c.failed, c.tokened, c.tokenedFallbacks, c.captures, c.retries, c.wait,
+		c.reads, c.fallbacks, c.failed, c.tokened, c.tokenedFallbacks, c.captures, c.retries, c.hedges, c.wait,
 		c.nodeUp, c.nodeRole, c.lagBytes, c.lagSeconds, c.paused, c.eligible, c.rtt,
 	} {
 		ch <- d
@@ -106,6 +108,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	count(c.retries, s.ConflictRetries, "conflict")
 	count(c.retries, s.ReadOnlyRetries, "read_only")
 	count(c.retries, s.ConnLostRetries, "conn_lost")
+	count(c.hedges, s.HedgeWins, "won")
+	count(c.hedges, s.Hedges-s.HedgeWins, "lost")
+	count(c.hedges, s.HedgesDenied, "denied")
 
 	buckets := make(map[float64]uint64, len(s.Wait.Buckets))
 	for _, b := range s.Wait.Buckets {

@@ -97,6 +97,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	equal("pgreplica_read_retries_total", want.ConflictRetries, "kind", "conflict")
 	equal("pgreplica_read_retries_total", want.ReadOnlyRetries, "kind", "read_only")
 	equal("pgreplica_read_retries_total", want.ConnLostRetries, "kind", "conn_lost")
+	equal("pgreplica_read_hedges_total", want.HedgeWins, "outcome", "won")
+	equal("pgreplica_read_hedges_total", want.Hedges-want.HedgeWins, "outcome", "lost")
+	equal("pgreplica_read_hedges_total", want.HedgesDenied, "outcome", "denied")
 
 	h := metric(t, fams, "pgreplica_replica_wait_seconds").GetHistogram()
 	if h.GetSampleCount() != uint64(want.Wait.Count) || h.GetSampleSum() != want.Wait.Sum.Seconds() {

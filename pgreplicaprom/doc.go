@@ -20,6 +20,7 @@
 //	pgreplica_tokened_read_fallbacks_total       counter: of those, fell back or failed
 //	pgreplica_lsn_captures_total                 counter: writes whose commit LSN was captured
 //	pgreplica_read_retries_total{kind}           counter: kind is conflict, read_only or conn_lost
+//	pgreplica_read_hedges_total{outcome}         counter: outcome is won, lost or denied
 //	pgreplica_replica_wait_seconds               histogram: wait for a fresh replica
 //	pgreplica_node_up{node,zone}                 gauge: 1 if the last probe answered
 //	pgreplica_node_role{node,zone,role}          gauge: always 1; role is primary, replica or unknown
