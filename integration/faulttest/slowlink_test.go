@@ -62,7 +62,7 @@ func TestSlowLink(t *testing.T) {
 		t0, lsn0 := time.Now(), f.status(0).LSN
 		var lag1, lag2 []time.Duration
 		var bytes1, bytes2 []uint64
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(8 * time.Second)
 		var last1, last2 time.Time
 		for time.Now().Before(deadline) {
 			s1, s2 := f.status(1), f.status(2)
@@ -81,15 +81,21 @@ func TestSlowLink(t *testing.T) {
 		t.Logf("bytes lag, slow replica 1: %s", byteStats(bytes1))
 		t.Logf("bytes lag, fast replica 2: %s", byteStats(bytes2))
 		if len(lag1) < 3 {
-			t.Fatalf("only %d probes of the slow replica in 5 s", len(lag1))
+			t.Fatalf("only %d probes of the slow replica in 8 s", len(lag1))
 		}
-		// A false "lagging" would be the link's latency (200 ms one way)
-		// showing up as lag: the bound is half of it over the fast
-		// replica's worst, which leaves room for scheduling delays on a
-		// loaded machine without letting the latency through.
-		bound := maxDur(lag2) + latency/2
-		if m := maxDur(lag1); m > bound {
-			t.Errorf("slow replica's time lag reached %v, want at most %v (the fast replica's worst plus half the one-way latency): %s vs %s",
+		// A false "lagging" from the link would be systematic: every
+		// probe of replica 1 dated wrongly by about the one-way latency
+		// (200 ms). So the median must stay within a quarter of it of the
+		// fast replica's median, and no sample may reach the latency over
+		// the fast replica's worst. Single samples may still show a real
+		// replay hiccup of a loaded machine (up to 156 ms was seen once
+		// under -race on 2 cores), which the median absorbs.
+		if m1, m2 := median(lag1), median(lag2); m1 > m2+latency/4 {
+			t.Errorf("slow replica's median time lag %v, want at most %v (the fast replica's %v plus a quarter of the one-way latency): %s vs %s",
+				m1, m2+latency/4, m2, durStats(lag1), durStats(lag2))
+		}
+		if m, bound := slices.Max(lag1), slices.Max(lag2)+latency; m >= bound {
+			t.Errorf("slow replica's time lag reached %v, want under %v (the fast replica's worst plus the one-way latency): %s vs %s",
 				m, bound, durStats(lag1), durStats(lag2))
 		}
 		// The bytes lag compares the replica's last sample with the
@@ -126,17 +132,15 @@ func TestSlowLink(t *testing.T) {
 	if err := cluster.WaitCaughtUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := cluster.QueryString(ctx, 1, "SELECT pg_last_wal_replay_lsn() >= '"+f.status(0).LSN.String()+"'::pg_lsn"); err != nil || got != "true" {
+	if got, err := cluster.QueryString(ctx, 1, "SELECT (pg_last_wal_replay_lsn() >= '"+f.status(0).LSN.String()+"'::pg_lsn)::text"); err != nil || got != "true" {
 		t.Errorf("replica 1 has not replayed the primary's last known position: %q, %v", got, err)
 	}
 }
 
-func maxDur(ds []time.Duration) time.Duration {
-	var m time.Duration
-	for _, d := range ds {
-		m = max(m, d)
-	}
-	return m
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 func byteStats(bs []uint64) string {
