@@ -47,20 +47,12 @@ func TestPartition(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			rctx, cancel := context.WithTimeout(pgreplica.WithEventual(ctx), time.Second)
-			_, err := servedBy(rctx, f.db)
-			cancel()
+		f.readUntil(ctx, stop, func(_ int, err error) {
 			during.Add(1)
 			if err != nil {
 				failedDuring.Add(1)
 			}
-		}
+		})
 	})
 	down := f.await(ctx, markDownBound, "the monitor to mark replica 1 down", func() (bool, string) {
 		ns := f.status(1)
@@ -112,23 +104,15 @@ func TestReset(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rctx, cancel := context.WithTimeout(pgreplica.WithEventual(ctx), time.Second)
-				n, err := servedBy(rctx, f.db)
-				cancel()
+			f.readUntil(ctx, stop, func(n int, err error) {
 				reads.Add(1)
 				if err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err)
-					continue
+					return
 				}
 				byNode[n].Add(1)
-			}
+			})
 		})
 	}
 	defer func() {
@@ -206,4 +190,21 @@ func (f *fixture) reads(ctx context.Context, n int, deadline time.Duration) map[
 		seen[node]++
 	}
 	return seen
+}
+
+// readUntil runs eventual reads with a 1 s deadline each, one after the
+// other, until stop is closed, and tells done which node served each (or
+// its error).
+func (f *fixture) readUntil(ctx context.Context, stop <-chan struct{}, done func(node int, err error)) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		rctx, cancel := context.WithTimeout(pgreplica.WithEventual(ctx), time.Second)
+		n, err := servedBy(rctx, f.db)
+		cancel()
+		done(n, err)
+	}
 }
