@@ -158,4 +158,3 @@ func readFor(ctx context.Context, db *sql.DB, c *integration.Cluster, readers in
 	wg.Wait()
 	return res
 }
-
