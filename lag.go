@@ -35,6 +35,29 @@ func (l *lagTracker) add(at time.Time, lsn LSN) {
 	l.count = min(l.count+1, len(l.samples))
 }
 
+// positionAt estimates the primary's position at time at, interpolating
+// between the samples around it; after the newest sample it is the newest
+// (the primary may have written since, unseen). ok is false without a
+// sample at or before at.
+func (l *lagTracker) positionAt(at time.Time) (pos LSN, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var after lsnSample // the oldest sample seen so far after at
+	for i := 0; i < l.count; i++ {
+		s := l.samples[(l.next-1-i+2*len(l.samples))%len(l.samples)]
+		if s.at.After(at) {
+			after = s
+			continue
+		}
+		if after.at.IsZero() || after.lsn <= s.lsn {
+			return s.lsn, true
+		}
+		frac := float64(at.Sub(s.at)) / float64(after.at.Sub(s.at))
+		return s.lsn + LSN(frac*float64(after.lsn-s.lsn)), true
+	}
+	return 0, false
+}
+
 // passedAt estimates when the primary's position went past replay,
 // interpolating between the last sample at or below it and the first one
 // above it. ok is false when the primary has not passed it. When every kept

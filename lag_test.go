@@ -56,3 +56,31 @@ func TestReachableLSN(t *testing.T) {
 		}
 	}
 }
+
+func TestPrimaryPositionAt(t *testing.T) {
+	var l lagTracker
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	if _, ok := l.positionAt(t0); ok {
+		t.Fatal("a position without samples")
+	}
+	l.add(ms(0), 1000)
+	l.add(ms(100), 2000)
+	l.add(ms(200), 2000) // idle
+	for _, tc := range []struct {
+		at   time.Time
+		want LSN
+		ok   bool
+	}{
+		{ms(-1), 0, false},
+		{ms(0), 1000, true},
+		{ms(50), 1500, true}, // interpolated
+		{ms(150), 2000, true},
+		{ms(900), 2000, true}, // after the newest: the newest
+	} {
+		got, ok := l.positionAt(tc.at)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("positionAt(+%v) = %v, %v; want %v, %v", tc.at.Sub(t0), got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -176,14 +176,20 @@ func (t *topology) exclusion(i int, excludeSync bool) rejection {
 }
 
 // measureLag sets a replica's lag in bytes and in time, as of the
-// replica's own sample (see lagTracker).
+// replica's own sample (see lagTracker): a replica sampled earlier than
+// the primary (a slower link, a later probe) is not charged with what the
+// primary wrote after its sample.
 func (t *topology) measureLag(v *nodeView, lags *lagTracker) {
 	p := t.primaryNode()
 	if p == nil {
 		return
 	}
-	if v.status.lsn < p.status.lsn {
-		v.lagBytes = uint64(p.status.lsn - v.status.lsn)
+	primary := p.status.lsn
+	if pos, ok := lags.positionAt(v.status.at); ok {
+		primary = min(primary, pos)
+	}
+	if v.status.lsn < primary {
+		v.lagBytes = uint64(primary - v.status.lsn)
 	}
 	if at, ok := lags.passedAt(v.status.lsn); ok {
 		v.lag = max(v.status.at.Sub(at), 0)

@@ -21,8 +21,9 @@ const markDownBound = 5 * time.Second
 
 // TestPartition: replica 1's link is black-holed (nothing goes through
 // either way, nothing is closed: a partition, and every open connection
-// half-open). The monitor marks it down within markDownBound; from then
-// on every read with a 1 s deadline succeeds on replica 2; after Heal
+// half-open). No read with a 1 s deadline fails: those sent to replica 1
+// before the monitor noticed are hedged to replica 2. The monitor marks
+// it down within markDownBound; after Heal
 // replica 1 comes back and serves reads again.
 func TestPartition(t *testing.T) {
 	f := setup(t, 1, "pgreplica_connect_timeout=1s")
@@ -39,10 +40,9 @@ func TestPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	// Reads go on meanwhile: those sent to replica 1 before the monitor
-	// noticed wait out their deadline (nothing answers on a half-open
-	// connection, and a read whose deadline passed cannot be retried).
-	// They are counted, not failed on.
+	// Reads go on meanwhile: nothing answers those sent to replica 1
+	// before the monitor noticed (a half-open connection), and they are
+	// hedged to replica 2 after the hedge delay.
 	var during, failedDuring atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -62,6 +62,9 @@ func TestPartition(t *testing.T) {
 	wg.Wait()
 	t.Logf("black-holed replica 1 marked down after %v (%s); meanwhile %d of %d reads failed at their 1 s deadline",
 		down.Round(time.Millisecond), f.status(1).Why, failedDuring.Load(), during.Load())
+	if n := failedDuring.Load(); n > 0 {
+		t.Errorf("%d of %d reads failed before the partitioned replica was marked down: they should have been hedged", n, during.Load())
+	}
 
 	seen = f.reads(ctx, 100, time.Second)
 	if seen[1] > 0 || seen[2] != 100 {
