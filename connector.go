@@ -114,19 +114,25 @@ func (c *Connector) Driver() driver.Driver { return Driver{c: c} }
 // and waits for its first round, so a cluster nobody can reach is reported
 // here (errors.Is(err, ErrNoReachableHost)).
 func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
+	if err := c.start(ctx); err != nil {
+		return nil, err
+	}
+	return &conn{c: c}, nil
+}
+
+// start starts the monitor once and waits for its first round (see
+// Connect): the first step of both front doors.
+func (c *Connector) start(ctx context.Context) error {
 	if c.closed.Load() {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	err := c.awaitTopology(ctx)
 	if perr := c.privilegeErr(c.topo.Load()); perr != nil && ctx.Err() == nil {
 		// Hosts that answered but may not be used, or an option the
 		// role cannot serve: say so rather than "unreachable".
-		return nil, perr
+		return perr
 	}
-	if err != nil {
-		return nil, err
-	}
-	return &conn{c: c}, nil
+	return err
 }
 
 // awaitTopology starts the monitor once and waits until some host answered

@@ -128,7 +128,11 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 	if err := cluster.WaitCaughtUp(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	if err := routerCaughtUp(ctx, e.reader, e.session.LSN()); err != nil {
+	c, err := pgreplica.ConnectorOf(ctx, e.reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := routerCaughtUp(ctx, c, e.session.LSN()); err != nil {
 		tb.Fatal(err)
 	}
 	return e
@@ -150,11 +154,7 @@ func openDB(tb testing.TB, driverName, dsn string) *sql.DB {
 // routerCaughtUp waits until the cached replay position of every replica
 // in db's router is at least lsn, so that reads needing lsn are proven
 // fresh without a check on the server.
-func routerCaughtUp(ctx context.Context, db *sql.DB, lsn pgreplica.LSN) error {
-	c, err := pgreplica.ConnectorOf(ctx, db)
-	if err != nil {
-		return err
-	}
+func routerCaughtUp(ctx context.Context, c *pgreplica.Connector, lsn pgreplica.LSN) error {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {

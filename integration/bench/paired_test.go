@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"database/sql"
 	"slices"
 	"testing"
 	"time"
@@ -39,52 +38,62 @@ func benchPair(b *testing.B, e *env, w workload) {
 	ctx := context.Background()
 	dCtx, dDB := w.direct(ctx, e)
 	pCtx, pDB := w.routed(ctx, e)
-	timed := func(ctx context.Context, db *sql.DB, i int) time.Duration {
+	var before int64
+	if w.replicaRead {
+		before = primaryReads(b, pDB)
+	}
+	runPaired(b,
+		func(i int) error { return w.run(dCtx, e, dDB, i) },
+		func(i int) error { return w.run(pCtx, e, pDB, i) })
+	if w.replicaRead {
+		if n := primaryReads(b, pDB) - before; n != 0 {
+			b.Fatalf("%d reads ran on the primary", n)
+		}
+	}
+}
+
+// runPaired is the loop of a paired benchmark: after warmup runs of each
+// side, every iteration runs one direct and one routed operation, in
+// alternating order, each timed on its own, and reports the metrics
+// BenchmarkPaired describes.
+func runPaired(b *testing.B, direct, routed func(i int) error) {
+	timed := func(run func(int) error, i int) time.Duration {
 		start := time.Now()
-		if err := w.run(ctx, e, db, i); err != nil {
+		if err := run(i); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(start)
 	}
 	for i := range warmup {
-		timed(dCtx, dDB, i)
-		timed(pCtx, pDB, i)
+		timed(direct, i)
+		timed(routed, i)
 	}
-	var before int64
-	if w.replicaRead {
-		before = primaryReads(b, pDB)
-	}
-	var direct, routed, blockD, blockP time.Duration
+	var sumD, sumP, blockD, blockP time.Duration
 	var ratios []float64
 	n := 0
 	for ; b.Loop(); n++ {
 		var d, p time.Duration
 		if n%2 == 0 {
-			d = timed(dCtx, dDB, n)
-			p = timed(pCtx, pDB, n)
+			d = timed(direct, n)
+			p = timed(routed, n)
 		} else {
-			p = timed(pCtx, pDB, n)
-			d = timed(dCtx, dDB, n)
+			p = timed(routed, n)
+			d = timed(direct, n)
 		}
-		direct, routed = direct+d, routed+p
+		sumD, sumP = sumD+d, sumP+p
 		blockD, blockP = blockD+d, blockP+p
 		if (n+1)%pairBlock == 0 {
 			ratios = append(ratios, float64(blockP)/float64(blockD))
 			blockD, blockP = 0, 0
 		}
 	}
-	if w.replicaRead {
-		if n := primaryReads(b, pDB) - before; n != 0 {
-			b.Fatalf("%d reads ran on the primary", n)
-		}
-	}
 	if n == 0 {
 		return
 	}
-	b.ReportMetric(float64(direct)/float64(n), "direct-ns/op")
-	b.ReportMetric(float64(routed)/float64(n), "pgreplica-ns/op")
+	b.ReportMetric(float64(sumD)/float64(n), "direct-ns/op")
+	b.ReportMetric(float64(sumP)/float64(n), "pgreplica-ns/op")
 	if len(ratios) == 0 { // too few pairs for a block: use them all
-		ratios = append(ratios, float64(routed)/float64(direct))
+		ratios = append(ratios, float64(sumP)/float64(sumD))
 	}
 	slices.Sort(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "ratio")

@@ -133,9 +133,16 @@ func perOp(n int64) string {
 func measure(t *testing.T, ctx context.Context, e *env, w workload, impl string, proxies []*countingProxy, sc *statementCounter) cost {
 	t.Helper()
 	opCtx, db := w.side(impl)(ctx, e)
+	return measureRun(t, ctx, e.drv+" "+w.name+" "+impl, func(i int) error { return w.run(opCtx, e, db, i) }, proxies, sc)
+}
+
+// measureRun runs run rtOps times, after rtWarmup runs, and returns what
+// those rtOps runs cost; label names the operation in failures.
+func measureRun(t *testing.T, ctx context.Context, label string, run func(i int) error, proxies []*countingProxy, sc *statementCounter) cost {
+	t.Helper()
 	for i := range rtWarmup {
-		if err := w.run(opCtx, e, db, i); err != nil {
-			t.Fatalf("%s %s %s: %v", e.drv, w.name, impl, err)
+		if err := run(i); err != nil {
+			t.Fatalf("%s: %v", label, err)
 		}
 	}
 	flightsBefore := make([]map[*proxiedConn]int, len(proxies))
@@ -144,8 +151,8 @@ func measure(t *testing.T, ctx context.Context, e *env, w workload, impl string,
 	}
 	stmtsBefore, deferredBefore := sc.total(t, ctx), sc.captures(t, ctx)
 	for i := range rtOps {
-		if err := w.run(opCtx, e, db, i); err != nil {
-			t.Fatalf("%s %s %s: %v", e.drv, w.name, impl, err)
+		if err := run(i); err != nil {
+			t.Fatalf("%s: %v", label, err)
 		}
 	}
 	var c cost

@@ -62,36 +62,51 @@ const capacityBlock = 1024
 // scheduler noise; with -benchtime 200x only the statements are exact.
 func BenchmarkWriteCapacity(b *testing.B) {
 	for _, writers := range capacityWriters {
-		b.Run("writers="+strconv.Itoa(writers), func(b *testing.B) { benchWriteCapacity(b, writers) })
+		b.Run("writers="+strconv.Itoa(writers), func(b *testing.B) {
+			createTable(b, "bench")
+			ep := clusterEndpoints()
+			direct := openDB(b, "pgx", ep.nodeDSN(cluster.Primary()))
+			routed := openDB(b, pgreplica.DriverName, ep.clusterDSN()+
+				"&pgreplica_driver=pgx&application_name=pgreplica_bench"+
+				"&pgreplica_max_conns_per_host="+strconv.Itoa(capacityConns))
+			for _, db := range []*sql.DB{direct, routed} {
+				db.SetMaxOpenConns(capacityConns)
+				db.SetMaxIdleConns(capacityConns)
+			}
+			exec := func(db *sql.DB) func(context.Context) error {
+				return func(ctx context.Context) error {
+					_, err := db.ExecContext(ctx, capacityInsert, "x")
+					return err
+				}
+			}
+			benchWriteCapacity(b, writers, exec(direct), exec(routed))
+		})
 	}
 }
+
+// capacityInsert is the write of the capacity benchmarks.
+const capacityInsert = "INSERT INTO bench (v) VALUES ($1)"
 
 // capacitySide is one side of BenchmarkWriteCapacity and what it did.
 type capacitySide struct {
 	name    string
-	db      *sql.DB
+	write   func(context.Context) error
 	writes  int64
 	elapsed time.Duration // wall time of its writers
 	work    primaryWork   // on the primary, summed over its rounds
 }
 
-func benchWriteCapacity(b *testing.B, writers int) {
+// benchWriteCapacity compares two ways of writing (direct and routed
+// each run one autocommit INSERT of capacityInsert) with writers
+// concurrent writers, on a table "bench" the caller created.
+func benchWriteCapacity(b *testing.B, writers int, direct, routed func(context.Context) error) {
 	cluster.Need(b)
 	ctx := context.Background()
-	createTable(b, "bench")
 	meter := newPrimaryMeter(b, ctx)
-	ep := clusterEndpoints()
-	direct := openDB(b, "pgx", ep.nodeDSN(cluster.Primary()))
-	routed := openDB(b, pgreplica.DriverName, ep.clusterDSN()+
-		"&pgreplica_driver=pgx&application_name=pgreplica_bench"+
-		"&pgreplica_max_conns_per_host="+strconv.Itoa(capacityConns))
-	sides := []*capacitySide{{name: "direct", db: direct}, {name: "pgreplica", db: routed}}
-	const insert = "INSERT INTO bench (v) VALUES ($1)"
+	sides := []*capacitySide{{name: "direct", write: direct}, {name: "pgreplica", write: routed}}
 	for _, s := range sides {
-		s.db.SetMaxOpenConns(capacityConns)
-		s.db.SetMaxIdleConns(capacityConns)
 		// Open every writer's connection and fill the statement caches.
-		if _, err := concurrentWrites(ctx, s.db, insert, writers, writers*warmup); err != nil {
+		if _, err := concurrentWrites(ctx, s.write, writers, writers*warmup); err != nil {
 			b.Fatalf("%s warm-up: %v", s.name, err)
 		}
 	}
@@ -106,7 +121,7 @@ func benchWriteCapacity(b *testing.B, writers int) {
 			b.StopTimer()
 			before := meter.begin(b, ctx)
 			b.StartTimer()
-			elapsed, err := concurrentWrites(ctx, s.db, insert, writers, n)
+			elapsed, err := concurrentWrites(ctx, s.write, writers, n)
 			b.StopTimer()
 			if err != nil {
 				b.Fatalf("%s: %v", s.name, err)
@@ -166,10 +181,9 @@ func known(part, sum int64) int64 {
 	return sum
 }
 
-// concurrentWrites runs n autocommit INSERTs of query on db from writers
-// goroutines, each taking the next write until none is left, and returns
-// the time they took together.
-func concurrentWrites(ctx context.Context, db *sql.DB, query string, writers, n int) (time.Duration, error) {
+// concurrentWrites runs n writes from writers goroutines, each taking the
+// next write until none is left, and returns the time they took together.
+func concurrentWrites(ctx context.Context, write func(context.Context) error, writers, n int) (time.Duration, error) {
 	var left atomic.Int64
 	left.Store(int64(n))
 	errs := make([]error, writers)
@@ -180,7 +194,7 @@ func concurrentWrites(ctx context.Context, db *sql.DB, query string, writers, n 
 		go func() {
 			defer wg.Done()
 			for left.Add(-1) >= 0 {
-				if _, err := db.ExecContext(ctx, query, "x"); err != nil {
+				if err := write(ctx); err != nil {
 					errs[g] = fmt.Errorf("writer %d: %w", g, err)
 					left.Store(0)
 					return

@@ -71,7 +71,8 @@ func settings(t *testing.T, target Target) (time.Duration, bool) {
 }
 
 // TestConsistency runs the workload through pgreplica (a Session per
-// workload session; the process default for reads of one's own rows) and
+// workload session; the process default for reads of one's own rows; the
+// pgx-native handle with a Session) and
 // through a naive router, under injected lag and paused replay, with
 // replicas killed and restarted so that they come back behind what they
 // served. pgreplica must show no violation; the naive router must show
@@ -79,7 +80,7 @@ func settings(t *testing.T, target Target) (time.Duration, bool) {
 func TestConsistency(t *testing.T) {
 	cluster.Need(t)
 	_, long := settings(t, TargetSession)
-	runs := []Options{{Target: TargetSession}, {Target: TargetProcess}, {Target: TargetNaive}}
+	runs := []Options{{Target: TargetSession}, {Target: TargetProcess}, {Target: TargetPgx}, {Target: TargetNaive}}
 	if long {
 		runs = append(runs, Options{Target: TargetSession, Driver: "pq"}, Options{Target: TargetProcess, Driver: "pq"})
 	}

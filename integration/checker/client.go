@@ -52,14 +52,16 @@ func (c *client) write(ctx context.Context, key Key, version int, path string) O
 	op.WatermarkBefore = c.session.LSN()
 	op.Start = time.Now()
 	var err error
-	switch path {
-	case pathExec:
+	switch {
+	case c.r.pgx != nil:
+		err = c.writePgx(ctx, key, version, path, &op)
+	case path == pathExec:
 		err = c.update(ctx, c.r.writer, key, version)
-	case pathReturning:
+	case path == pathReturning:
 		var port int
 		err = c.r.writer.QueryRowContext(ctx, c.st.returning, key.Owner, key.N, version).Scan(&port)
 		op.Node = c.node(port)
-	case pathTx:
+	case path == pathTx:
 		err = c.writeTx(ctx, key, version)
 	default:
 		err = fmt.Errorf("checker: unknown write path %q", path)
@@ -109,7 +111,6 @@ func (c *client) read(ctx context.Context, key Key, path, role string) Op {
 	ctx, cancel := context.WithTimeout(c.r.withRequirement(ctx, c.session, key.Owner == c.id), opTimeout)
 	defer cancel()
 	op.InSession = pgreplica.SessionFrom(ctx) != nil
-	db := c.r.reader()
 	var (
 		port   int
 		replay sql.NullString
@@ -117,11 +118,13 @@ func (c *client) read(ctx context.Context, key Key, path, role string) Op {
 	)
 	op.WatermarkBefore = c.session.LSN()
 	op.Start = time.Now()
-	switch path {
-	case pathQuery:
-		err = db.QueryRowContext(ctx, c.st.read, key.Owner, key.N).Scan(&op.Version, &port, &replay)
-	case pathReadTx:
-		err = c.readTx(ctx, db, key, &op.Version, &port, &replay)
+	switch {
+	case c.r.pgx != nil:
+		err = c.readPgx(ctx, key, path, &op.Version, &port, &replay)
+	case path == pathQuery:
+		err = c.r.reader().QueryRowContext(ctx, c.st.read, key.Owner, key.N).Scan(&op.Version, &port, &replay)
+	case path == pathReadTx:
+		err = c.readTx(ctx, c.r.reader(), key, &op.Version, &port, &replay)
 	default:
 		err = fmt.Errorf("checker: unknown read path %q", path)
 	}

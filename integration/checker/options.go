@@ -64,6 +64,8 @@ func (o *Options) validate() error {
 	switch {
 	case o.Driver != "pgx" && o.Driver != "pq":
 		return fmt.Errorf("%w: driver %q (want pgx or pq)", errBadOptions, o.Driver)
+	case o.Target == TargetPgx && o.Driver != "pgx":
+		return fmt.Errorf("%w: %s talks pgx, not %s", errBadOptions, TargetPgx, o.Driver)
 	case o.Sessions < 2:
 		return fmt.Errorf("%w: %d sessions (want at least 2, to read each other's rows)", errBadOptions, o.Sessions)
 	case o.Keys < 1:

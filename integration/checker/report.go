@@ -193,8 +193,8 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		if r.Driver != "" {
 			driver = r.Driver
 		}
-		if r.Target == TargetSession {
-			// The only target whose writes carry the session.
+		if r.Target == TargetSession || r.Target == TargetPgx {
+			// The only targets whose writes carry the session.
 			uncovered = fmt.Sprint(r.Count(UncoveredWrite))
 		}
 		if s := r.Stats; s != nil {

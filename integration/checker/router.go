@@ -13,6 +13,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the naive router's driver, "pgx"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
 
 // Target is a way of routing the workload's statements to the cluster.
@@ -27,13 +28,16 @@ const (
 	// own rows carry no requirement at all, as with context.Background():
 	// they rely on the driver's default "process" consistency.
 	TargetProcess Target = "pgreplica-process"
+	// TargetPgx: as TargetSession, through the pgx-native handle
+	// (pgreplicapgx) instead of database/sql.
+	TargetPgx Target = "pgreplicapgx-session"
 	// TargetNaive: a plain pgx *sql.DB to the primary for writes and one
 	// per replica for reads, taken in turn; no positions, no waiting.
 	TargetNaive Target = "naive"
 )
 
 // Targets lists every target, pgreplica first.
-func Targets() []Target { return []Target{TargetSession, TargetProcess, TargetNaive} }
+func Targets() []Target { return []Target{TargetSession, TargetProcess, TargetPgx, TargetNaive} }
 
 // ParseTarget accepts a Target's name.
 func ParseTarget(s string) (Target, error) {
@@ -42,11 +46,11 @@ func ParseTarget(s string) (Target, error) {
 			return t, nil
 		}
 	}
-	return "", fmt.Errorf("checker: unknown target %q (want %s, %s or %s)", s, TargetSession, TargetProcess, TargetNaive)
+	return "", fmt.Errorf("checker: unknown target %q (want %s, %s, %s or %s)", s, TargetSession, TargetProcess, TargetPgx, TargetNaive)
 }
 
 // Pgreplica reports whether the target runs through the pgreplica driver.
-func (t Target) Pgreplica() bool { return t == TargetSession || t == TargetProcess }
+func (t Target) Pgreplica() bool { return t == TargetSession || t == TargetProcess || t == TargetPgx }
 
 // router holds the pools of one run.
 type router struct {
@@ -57,6 +61,8 @@ type router struct {
 	readers []*sql.DB
 	rr      atomic.Uint64
 	all     []*sql.DB
+	// pgx is the handle of TargetPgx, which has no *sql.DB.
+	pgx *pgreplicapgx.Pool
 }
 
 // openRouter opens the pools of target t and checks they answer.
@@ -87,6 +93,10 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 		// (which would refuse reads with ErrFallbackLimit, by design).
 		dsn := withParams(cl.DSN(), "application_name", "pgreplica_checker", "pgreplica_driver", o.Driver,
 			"pgreplica_max_primary_fallbacks", strconv.Itoa(o.Sessions), "pgreplica_max_conns_per_host", strconv.Itoa(2*o.Sessions))
+		if t == TargetPgx {
+			r.pgx, err = openPgx(ctx, dsn)
+			return r, err
+		}
 		db, err := open(pgreplica.DriverName, dsn)
 		if err != nil {
 			return r, err
@@ -139,7 +149,7 @@ func (r *router) reader() *sql.DB {
 // that is (own) or is not the session's.
 func (r *router) withRequirement(ctx context.Context, s *pgreplica.Session, own bool) context.Context {
 	switch {
-	case r.target == TargetSession, r.target == TargetProcess && !own:
+	case r.target == TargetSession, r.target == TargetPgx, r.target == TargetProcess && !own:
 		return pgreplica.WithSession(ctx, s)
 	}
 	return ctx
@@ -150,6 +160,10 @@ func (r *router) withRequirement(ctx context.Context, s *pgreplica.Session, own 
 func (r *router) stats(ctx context.Context) (*pgreplica.Stats, error) {
 	if !r.target.Pgreplica() {
 		return nil, nil
+	}
+	if r.pgx != nil {
+		s := r.pgx.Stat()
+		return &s, nil
 	}
 	c, err := pgreplica.ConnectorOf(ctx, r.writer)
 	if err != nil {
@@ -163,6 +177,9 @@ func (r *router) close() error {
 	var errs []error
 	for _, db := range r.all {
 		errs = append(errs, db.Close())
+	}
+	if r.pgx != nil {
+		r.pgx.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -37,7 +37,7 @@ func run() int {
 		sessions = flag.Int("sessions", checker.DefaultSessions, "concurrent sessions")
 		keys     = flag.Int("keys", checker.DefaultKeys, "rows per session")
 		long     = flag.Bool("long", false, "long mode: 2m per target unless -duration is given, and pgreplica with lib/pq as well")
-		targets  = flag.String("targets", "pgreplica-session,pgreplica-process,naive", "comma-separated targets")
+		targets  = flag.String("targets", "pgreplica-session,pgreplica-process,pgreplicapgx-session,naive", "comma-separated targets")
 		driver   = flag.String("driver", "pgx", "pgreplica's inner driver: pgx or pq")
 		seed     = flag.Uint64("seed", 0, "seed of the sessions' and the injector's choices (0: from the clock)")
 		details  = flag.Int("details", 10, "violations and errors to print per target")

@@ -1,0 +1,5 @@
+CREATE TABLE authors (
+  id   bigserial PRIMARY KEY,
+  name text NOT NULL,
+  bio  text
+);

@@ -1,0 +1,116 @@
+// Package pgxroute is the bridge between pgreplica's routing core and its
+// pgx-native handle (package pgreplicapgx): the one narrow interface
+// through which the handle asks the core where a statement runs and tells
+// it what happened there. The core is unexported; the root package
+// registers the bridge once, at init, as database/sql drivers register
+// themselves, and no other state is kept here.
+package pgxroute
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Kind is what a request asks of the router.
+type Kind uint8
+
+const (
+	// Query is one statement whose rows the caller reads: a provable read
+	// may run on a replica.
+	Query Kind = iota
+	// Exec is one statement whose rows nobody reads: the primary, as the
+	// driver's Exec.
+	Exec
+	// Batch is several statements sent in one flight: one replica when
+	// every one is a provable read, else the primary.
+	Batch
+	// Copy is COPY FROM: the primary, a write.
+	Copy
+	// ReadOnlyTx is a read-only transaction below SERIALIZABLE: one
+	// replica that satisfies the requirement.
+	ReadOnlyTx
+	// Tx is any other transaction: the primary.
+	Tx
+	// TxBatch is a batch that begins a transaction (pgx.Batch.BeginTx):
+	// the primary, as Tx; the caller classifies its statements (Note).
+	TxBatch
+	// Pin is a primary connection held for session state (Acquire).
+	Pin
+	// Ping checks that the primary answers (and the role's privileges).
+	Ping
+)
+
+// Request is what a front door asks of the router.
+type Request struct {
+	Kind Kind
+	// SQL is the statement of a Query or an Exec.
+	SQL string
+	// Batch holds the statements of a Batch.
+	Batch []string
+}
+
+// Router routes for one pgreplica.Connector.
+type Router interface {
+	// Start starts the topology monitor and waits for its first round,
+	// as the first database/sql connection does.
+	Start(ctx context.Context) error
+	// Route decides where the request runs, borrows a connection there
+	// and runs op on it; a read that failed before returning anything is
+	// sent again where it can succeed, as in the driver. On success the
+	// caller owns the lease until it calls Done.
+	Route(ctx context.Context, r Request, op func(*pgx.Conn) error) (Lease, error)
+}
+
+// Lease is one physical connection borrowed under a routing decision.
+type Lease interface {
+	// Conn is the connection's pgx connection.
+	Conn() *pgx.Conn
+	// Replica reports whether the connection is to a replica.
+	Replica() bool
+	// Note classifies sql, about to run on the lease (inside a
+	// transaction, or on a pinned connection), records what it does to
+	// the session (SET, LISTEN, temp tables: the connection is then
+	// closed, not reused), and reports whether it writes WAL.
+	Note(sql string) (writes bool)
+	// Dirty marks the connection's session as changed in ways nobody
+	// can tell (the caller had the raw connection): it is closed, not
+	// reused.
+	Dirty()
+	// Wrote records a committed write (a ticket: no statement now; its
+	// position is read later, shared with other writes).
+	Wrote()
+	// WriteFailed turns the error of a write into pgreplica's (a lost
+	// connection after sending: ErrWriteOutcomeUnknown) and tells the
+	// monitor; nil stays nil.
+	WriteFailed(err error) error
+	// Done ends the lease once the caller is done with its results. With
+	// err nil it first does what the decision asks then: a write through
+	// Query or a batch is recorded; a session read (a statement, a batch
+	// of reads, a transaction that wrote nothing) leaves what bounds the
+	// session's next read. Then it gives the connection back, closing it
+	// when err says it is broken, when it carries session state, or when
+	// it is not idle (rows left open, a transaction left open). Done is
+	// idempotent.
+	Done(err error)
+}
+
+var open func(connector any) (Router, bool)
+
+// Register installs the root package's bridge. It is called once, from
+// the root package's init.
+func Register(f func(connector any) (Router, bool)) {
+	if open != nil {
+		panic("pgxroute: Register called twice")
+	}
+	open = f
+}
+
+// For returns the router of a *pgreplica.Connector, or false for anything
+// else.
+func For(connector any) (Router, bool) {
+	if open == nil {
+		return nil, false
+	}
+	return open(connector)
+}

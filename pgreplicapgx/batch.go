@@ -1,0 +1,106 @@
+package pgreplicapgx
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgreplica/pgreplica/internal/pgxroute"
+)
+
+// SendBatch sends every statement of b in one flight, as pgx does: to one
+// replica when each is a provable read, else to the primary, where a
+// batch that writes is recorded once, when its results are closed (pgx
+// runs a batch in one implicit transaction). The connection goes back on
+// Close. A batch that begins a transaction (pgx.Batch.BeginTx) runs on
+// the primary; its transaction, from the results' Tx, holds the
+// connection until it ends, as with pgxpool.
+func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	req := pgxroute.Request{Kind: pgxroute.Batch, Batch: make([]string, len(b.QueuedQueries))}
+	for i, q := range b.QueuedQueries {
+		req.Batch[i] = q.SQL
+	}
+	if len(req.Batch) > 0 && beginsTx(req.Batch[0]) {
+		req.Kind = pgxroute.TxBatch
+	}
+	var inner pgx.BatchResults
+	l, err := p.route(ctx, req, func(c *pgx.Conn) error {
+		inner = c.SendBatch(ctx, b)
+		return nil
+	})
+	if err != nil {
+		return pgx.FailedBatchResults(b, err)
+	}
+	br := &batchResults{BatchResults: inner, done: l.Done}
+	if req.Kind == pgxroute.TxBatch {
+		br.tx = batchTx(inner, l, req.Batch[1:], false)
+	}
+	return br
+}
+
+// beginsTx reports whether a batch's first statement is the BEGIN that
+// pgx.Batch.BeginTx queues (pgx renders it as "begin ..."; a custom
+// TxOptions.BeginQuery says begin or start transaction too).
+func beginsTx(sql string) bool {
+	sql = strings.TrimSpace(sql)
+	for _, w := range []string{"begin", "start"} {
+		if len(sql) >= len(w) && strings.EqualFold(sql[:len(w)], w) && (len(sql) == len(w) || !isWordByte(sql[len(w)])) {
+			return true
+		}
+	}
+	return false
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || '0' <= b && b <= '9' || 'a' <= b|0x20 && b|0x20 <= 'z'
+}
+
+// batchTx wraps the transaction a batch began, on lease l; sqls are the
+// batch's statements after BEGIN.
+func batchTx(inner pgx.BatchResults, l pgxroute.Lease, sqls []string, pinned bool) *tx {
+	t := &tx{Tx: inner.Tx(), st: &txState{l: l, pinned: pinned}, outer: true}
+	for _, q := range sqls {
+		t.note(q)
+	}
+	return t
+}
+
+// batchResults close the inner results, then run done with their error,
+// unless the batch began a transaction that is still open: then the
+// transaction's end gives the connection back.
+type batchResults struct {
+	pgx.BatchResults
+	tx     *tx
+	closed bool
+	done   func(error)
+}
+
+func (r *batchResults) Close() error {
+	if r.closed {
+		return r.BatchResults.Close()
+	}
+	r.closed = true
+	err := r.BatchResults.Close()
+	if r.tx != nil {
+		if r.tx.st.l.Conn().PgConn().TxStatus() != 'I' {
+			return err // the transaction holds the connection
+		}
+		r.tx.st.ended = true // BEGIN failed or the batch never ran
+		if r.tx.st.pinned {
+			return err
+		}
+	}
+	r.done(err)
+	return err
+}
+
+// Tx returns the transaction the batch began, or nil.
+func (r *batchResults) Tx() pgx.Tx {
+	if r.tx == nil {
+		return nil
+	}
+	return r.tx
+}
+
+var _ pgx.BatchResults = (*batchResults)(nil)

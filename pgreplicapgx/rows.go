@@ -1,0 +1,117 @@
+package pgreplicapgx
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// rows are the rows of a routed query. start reads up to the first row
+// inside the routed operation, so that an error the server sends before
+// any row (a replay conflict on a replica, a statement a replica refused
+// as a write, a lost connection) lets the router send the query again
+// elsewhere, as the driver does; the first row arrives in the same flight
+// as the query's other replies, so this costs no round trip. Closing the
+// rows, or reading them to the end, gives the connection back (done).
+type rows struct {
+	pgx.Rows
+	// peeked: the inner rows stand on a first row Next has not handed
+	// out yet.
+	peeked bool
+	closed bool
+	done   func(error)
+}
+
+// start runs the query on c and reads to its first row.
+func (r *rows) start(ctx context.Context, c *pgx.Conn, sql string, args []any) error {
+	inner, err := c.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	if inner.Next() {
+		r.Rows, r.peeked = inner, true
+		return nil
+	}
+	inner.Close()
+	if err := inner.Err(); err != nil {
+		return err
+	}
+	r.Rows = inner
+	return nil
+}
+
+func (r *rows) Next() bool {
+	if r.peeked {
+		r.peeked = false
+		return true
+	}
+	if r.closed {
+		return false
+	}
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+// Close closes the rows and gives the connection back; what the routing
+// decision asks after the results (recording a write, bounding a session
+// read) happens then, when the rows ended without error.
+func (r *rows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed, r.peeked = true, false
+	r.Rows.Close()
+	r.done(r.Rows.Err())
+}
+
+// row is QueryRow's result, as pgx's: Scan reads the first row and
+// closes the rows.
+type row struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	rs := r.rows
+	defer rs.Close()
+	if !rs.Next() {
+		if err := rs.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := rs.Scan(dest...); err != nil {
+		return err
+	}
+	rs.Close()
+	return rs.Err()
+}
+
+// errRows are the rows of a query that failed before it ran, as pgx
+// returns them: every method is safe and Err reports the error.
+type errRows struct{ err error }
+
+func (errRows) Close()                                       {}
+func (e errRows) Err() error                                 { return e.err }
+func (errRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (errRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (errRows) Next() bool                                   { return false }
+func (e errRows) Scan(...any) error                          { return e.err }
+func (e errRows) Values() ([]any, error)                     { return nil, e.err }
+func (errRows) RawValues() [][]byte                          { return nil }
+func (errRows) Conn() *pgx.Conn                              { return nil }
+func (errRows) TypeMap() *pgtype.Map                         { return nil }
+
+var (
+	_ pgx.Rows = (*rows)(nil)
+	_ pgx.Rows = errRows{}
+	_ pgx.Row  = (*row)(nil)
+)

@@ -1,0 +1,166 @@
+package pgreplicapgx
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgreplica/pgreplica/internal/pgxroute"
+)
+
+// Begin starts a read-write transaction on the primary.
+func (p *Pool) Begin(ctx context.Context) (pgx.Tx, error) {
+	return p.BeginTx(ctx, pgx.TxOptions{})
+}
+
+// BeginTx starts a transaction. A read-only one (AccessMode pgx.ReadOnly)
+// below SERIALIZABLE runs on one replica that satisfies the context's
+// requirement, checked before BEGIN, with the same wait and fallback as a
+// single read (a standby rejects SERIALIZABLE); every other one runs on
+// the primary, and one that wrote is recorded when it commits.
+func (p *Pool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	kind := pgxroute.Tx
+	if opts.AccessMode == pgx.ReadOnly && opts.IsoLevel != pgx.Serializable {
+		kind = pgxroute.ReadOnlyTx
+	}
+	var inner pgx.Tx
+	l, err := p.route(ctx, pgxroute.Request{Kind: kind}, func(c *pgx.Conn) (err error) {
+		inner, err = c.BeginTx(ctx, opts)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &tx{Tx: inner, st: &txState{l: l}, outer: true}, nil
+}
+
+// tx is a transaction (or a savepoint inside one) on a leased connection.
+// Every statement is classified on its way, so that Commit knows whether
+// the transaction wrote.
+type tx struct {
+	pgx.Tx
+	st    *txState
+	outer bool // the transaction, not a savepoint
+}
+
+// txState is what a transaction and its savepoints share.
+type txState struct {
+	l pgxroute.Lease
+	// wrote is set when a statement that is not provably a read ran.
+	wrote bool
+	// pinned: the lease belongs to a Conn from Acquire and outlives the
+	// transaction.
+	pinned bool
+	ended  bool
+}
+
+func (t *tx) note(sql string) {
+	if t.st.l.Note(sql) {
+		t.st.wrote = true
+	}
+}
+
+// Begin starts a savepoint, as pgx does.
+func (t *tx) Begin(ctx context.Context) (pgx.Tx, error) {
+	sp, err := t.Tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &tx{Tx: sp, st: t.st}, nil
+}
+
+// Commit commits; a transaction that wrote is recorded (its position is
+// read later, shared), one that only read leaves what bounds its
+// session's next read. The connection goes back to the pool.
+func (t *tx) Commit(ctx context.Context) error {
+	if !t.outer {
+		return t.Tx.Commit(ctx)
+	}
+	st := t.st
+	if st.ended {
+		return pgx.ErrTxClosed
+	}
+	st.ended = true
+	err := t.Tx.Commit(ctx)
+	if st.wrote && !st.l.Replica() {
+		if err == nil {
+			st.l.Wrote()
+		}
+		err = st.l.WriteFailed(err)
+	}
+	if !st.pinned {
+		st.l.Done(err)
+	}
+	return err
+}
+
+// Rollback rolls back; after Commit or Rollback it returns
+// pgx.ErrTxClosed, so `defer tx.Rollback(ctx)` is safe.
+func (t *tx) Rollback(ctx context.Context) error {
+	if !t.outer {
+		return t.Tx.Rollback(ctx)
+	}
+	st := t.st
+	if st.ended {
+		return pgx.ErrTxClosed
+	}
+	st.ended = true
+	err := t.Tx.Rollback(ctx)
+	if !st.pinned {
+		st.l.Done(err)
+	}
+	return err
+}
+
+func (t *tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	t.note(sql)
+	return t.Tx.Exec(ctx, sql, args...)
+}
+
+func (t *tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	t.note(sql)
+	return t.Tx.Query(ctx, sql, args...)
+}
+
+func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	t.note(sql)
+	return t.Tx.QueryRow(ctx, sql, args...)
+}
+
+func (t *tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	for _, q := range b.QueuedQueries {
+		t.note(q.SQL)
+	}
+	return t.Tx.SendBatch(ctx, b)
+}
+
+func (t *tx) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
+	t.st.wrote = true
+	return t.Tx.CopyFrom(ctx, tableName, columnNames, rowSrc)
+}
+
+// LargeObjects counts as a write: large objects are written through
+// function calls the classifier does not see.
+func (t *tx) LargeObjects() pgx.LargeObjects {
+	t.st.wrote = true
+	return t.Tx.LargeObjects()
+}
+
+// Prepare creates a named statement, session state that outlives the
+// transaction: the connection is closed, not reused, after it.
+func (t *tx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	t.st.l.Dirty()
+	return t.Tx.Prepare(ctx, name, sql)
+}
+
+// Conn returns the raw connection. What runs on it is not classified, so
+// the transaction counts as a write and the connection is closed, not
+// reused, after it.
+func (t *tx) Conn() *pgx.Conn {
+	t.st.l.Dirty()
+	t.st.wrote = true
+	return t.Tx.Conn()
+}
+
+var _ pgx.Tx = (*tx)(nil)

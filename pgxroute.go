@@ -1,0 +1,183 @@
+package pgreplica
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgreplica/pgreplica/internal/pgxroute"
+)
+
+// The pgx-native front door (package pgreplicapgx) reaches the routing
+// core through internal/pgxroute: registered here once, like the
+// database/sql driver, so the core stays unexported and there is one
+// router for both front doors.
+func init() {
+	pgxroute.Register(func(v any) (pgxroute.Router, bool) {
+		c, ok := v.(*Connector)
+		if !ok || c == nil || c.cfg.Driver == DriverPq {
+			return nil, false
+		}
+		return pgxRouter{c}, true
+	})
+}
+
+// pgxRouter is a Connector seen by the pgx-native handle.
+type pgxRouter struct{ c *Connector }
+
+func (r pgxRouter) Start(ctx context.Context) error { return r.c.start(ctx) }
+
+// class classifies a request as the driver classifies the same call: a
+// statement through Query as QueryContext does, Exec as ExecContext, a
+// batch by its statements (a read only when every one is), COPY as a
+// write, transactions as BeginTx.
+func (r pgxRouter) class(req pgxroute.Request) (cls stmtClass, query string) {
+	c := r.c
+	switch req.Kind {
+	case pgxroute.Query:
+		query = req.SQL
+		cls = c.classes.classify(query)
+		switch {
+		case cls.sessionState:
+			cls = onPrimary(cls) // only the primary keeps it
+		case c.refused.has(query):
+			cls = classWrite(cls)
+		}
+		return cls, query
+	case pgxroute.Exec:
+		return onPrimary(c.classes.classify(req.SQL)), ""
+	case pgxroute.Batch:
+		return r.batchClass(req.Batch), ""
+	case pgxroute.Copy:
+		return onPrimary(stmtClass{}), ""
+	case pgxroute.ReadOnlyTx:
+		return stmtClass{read: true}, "" // BEGIN itself may be sent twice
+	default: // Tx, TxBatch, Pin, Ping: the primary; nothing to capture yet
+		return onPrimary(stmtClass{noWAL: true}), ""
+	}
+}
+
+// batchClass combines the classes of a batch's statements: it is a read
+// only if each is, and goes to the primary as soon as one must.
+func (r pgxRouter) batchClass(sqls []string) stmtClass {
+	b := stmtClass{read: len(sqls) > 0, noWAL: true}
+	for _, q := range sqls {
+		cls := r.c.classes.classify(q)
+		if r.c.refused.has(q) {
+			cls = classWrite(cls)
+		}
+		b.read = b.read && cls.read && cls.hint != hintPrimary
+		b.noWAL = b.noWAL && (cls.read || cls.noWAL)
+		b.sessionState = b.sessionState || cls.sessionState
+		b.asyncCommit = b.asyncCommit || cls.asyncCommit
+	}
+	if !b.read || b.sessionState {
+		b = onPrimary(b)
+		b.read = false
+	}
+	return b
+}
+
+func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op func(*pgx.Conn) error) (pgxroute.Lease, error) {
+	c := r.c
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	cls, query := r.class(req)
+	if req.Kind == pgxroute.Ping {
+		if err := c.privilegeErr(c.topo.Load()); err != nil {
+			return nil, err
+		}
+	}
+	decided, err := c.planFor(ctx, cls)
+	if err != nil {
+		return nil, err
+	}
+	pl := &pgxLease{pl: decided}
+	switch req.Kind {
+	case pgxroute.Tx, pgxroute.ReadOnlyTx, pgxroute.TxBatch:
+		pl.tx = true
+	}
+	switch req.Kind {
+	case pgxroute.Tx, pgxroute.TxBatch, pgxroute.Pin, pgxroute.Ping:
+		// As the driver's BeginTx and Ping: the primary, never sent twice.
+		l, err := c.leasePrimary(ctx, decided.topo, false)
+		if err != nil {
+			return nil, err
+		}
+		if err := op(pgxConnOf(l.p)); err != nil {
+			l.release(err)
+			return nil, err
+		}
+		pl.l = l
+	default:
+		// Not hedged (no discard): op hands its results to the caller.
+		pl.l, _, err = route(ctx, c, &pl.pl, statement[struct{}]{query: query,
+			op: func(_ context.Context, p *physical) (struct{}, error) {
+				p.note(cls)
+				return struct{}{}, op(pgxConnOf(p))
+			}})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return pl, nil
+}
+
+// pgxConnOf returns the pgx connection under a physical connection of
+// the pgx inner driver (the router is only handed out for it).
+func pgxConnOf(p *physical) *pgx.Conn { return p.conn.(*stdlib.Conn).Conn() }
+
+// pgxLease is a lease handed to the pgx-native handle, with its plan.
+type pgxLease struct {
+	pl    plan
+	l     lease
+	tx    bool
+	wrote bool
+	done  bool
+}
+
+func (l *pgxLease) Conn() *pgx.Conn { return pgxConnOf(l.l.p) }
+func (l *pgxLease) Replica() bool   { return l.l.replica }
+
+func (l *pgxLease) Note(sql string) bool {
+	cls := l.l.c.classes.classify(sql)
+	l.l.p.note(cls)
+	return !cls.read && !cls.noWAL
+}
+
+func (l *pgxLease) Dirty() { l.l.p.dirty = true }
+
+func (l *pgxLease) Wrote() {
+	l.wrote = true
+	l.l.c.wrote(&l.pl, l.l.p, false) // an asynchronous commit is known from the session (physical.note)
+}
+
+func (l *pgxLease) WriteFailed(err error) error { return l.l.c.writeFailed(l.l.p, err) }
+
+// errNotIdle makes the pool close a connection given back busy or inside
+// a transaction, as pgxpool does: nobody else may inherit that state.
+var errNotIdle = errors.Join(driver.ErrBadConn, errors.New("pgreplica: connection given back busy or in a transaction"))
+
+func (l *pgxLease) Done(err error) {
+	if l.done {
+		return
+	}
+	l.done = true
+	c := l.l.c
+	if err == nil {
+		switch {
+		case !l.tx:
+			c.finish(&l.pl, &l.l)
+		case !l.wrote:
+			c.boundRead(&l.pl, &l.l)
+		}
+	}
+	if pc := l.Conn(); !serverGone(err) && (pc.IsClosed() || pc.PgConn().IsBusy() || pc.PgConn().TxStatus() != 'I') {
+		err = errNotIdle
+	}
+	l.l.release(err)
+}
