@@ -75,9 +75,11 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []dr
 		}
 		return r, err
 	}
-	l, r, err := route(ctx, cn.c, &pl, statement[driver.Result]{args: args,
-		op: func(ctx context.Context, p *physical) (driver.Result, error) {
-			return cn.execOn(ctx, &pl, p, query, cls, args)
+	var r driver.Result
+	l, err := cn.c.route(ctx, &pl, &statement{args: args,
+		op: func(ctx context.Context, p *physical) (err error) {
+			r, err = cn.execOn(ctx, &pl, p, query, cls, args)
+			return err
 		}})
 	if err != nil {
 		return nil, err
@@ -124,15 +126,12 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 	if sticky != nil {
 		return cn.queryOn(ctx, &pl, sticky.p, query, cls, args)
 	}
-	l, rows, err := route(ctx, cn.c, &pl, statement[driver.Rows]{query: query, args: args,
-		op: func(ctx context.Context, p *physical) (driver.Rows, error) {
-			p.note(cls)
-			return queryInner(ctx, p.conn, query, args)
-		},
-		discard: discardRows})
+	st := statement{query: query, args: args, cls: cls}
+	l, err := cn.c.route(ctx, &pl, &st)
 	if err != nil {
 		return nil, err
 	}
+	rows := st.rows
 	if cls.sessionState {
 		cn.pinned = &l
 		return cn.stickyRows(&pl, l.p, rows), nil

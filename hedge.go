@@ -84,36 +84,51 @@ func (a *answerTime) hedgeDelay(floor time.Duration) time.Duration {
 	return max(floor, time.Duration(a.mean.Load()+4*a.dev.Load()))
 }
 
-// hedgeState is where a hedged read stands; hedge.mu guards it.
+// hedgeState is where a hedged read stands; hedgeSlot.mu guards it.
 type hedgeState uint8
 
 const (
-	hedgeArmed     hedgeState = iota // the timer may still fire
-	hedgeNone                        // no hedge: the first attempt ended first, or none was possible
-	hedgeRunning                     // the hedge is out, neither has won
-	hedgeFirstWon                    // the first attempt answered first
-	hedgeSecondWon                   // the hedge answered first
+	hedgeIdle         hedgeState = iota // no read armed it
+	hedgeArmed                          // the timer may still fire
+	hedgeNone                           // no hedge: the first attempt ended first, or none was possible
+	hedgeRunning                        // the hedge is out, neither has won
+	hedgeFirstWon                       // the first attempt answered first
+	hedgeSecondWon                      // the hedge answered first
+	hedgeSecondFailed                   // the hedge failed before the first attempt ended
 )
 
 // hedgeResult is what the hedge attempt produced, for the caller.
-type hedgeResult[T any] struct {
-	l   lease
-	v   T
-	err error
+type hedgeResult struct {
+	l    lease
+	rows driver.Rows
+	err  error
 }
 
-// hedge is one read that may be sent twice.
-type hedge[T any] struct {
-	c     *Connector
-	ctx   context.Context
-	pl    *plan
-	st    *statement[T]
+// hedgeSlot is a connection's hedging state, made with its first hedgeable
+// read and reused by every later one: arming a hedge costs a timer reset
+// and a copy of the plan, no allocation. Only one read at a time uses a
+// connection; busy keeps a hedge that is still cleaning up after its
+// read ended from being armed over.
+type hedgeSlot struct {
 	first *physical
+	timer *time.Timer // runs launch; stopped between reads
 
-	mu     sync.Mutex
-	state  hedgeState
-	second *physical           // the hedge's connection, once it has one
-	done   chan hedgeResult[T] // the hedge's outcome (buffered: never blocks)
+	mu      sync.Mutex
+	state   hedgeState
+	busy    bool // launch runs
+	waiting bool // the caller waits for done
+	second  *physical
+	done    chan hedgeResult // the hedge's outcome when the caller waits (cap 1)
+
+	// The read, copied when armed (launch runs on the timer's goroutine).
+	armedAt time.Time
+	delay   time.Duration
+	c       *Connector
+	ctx     context.Context
+	pl      plan
+	query   string
+	args    []driver.NamedValue
+	cls     stmtClass
 }
 
 // hedgeable reports whether a read on l may be hedged.
@@ -121,130 +136,178 @@ func (c *Connector) hedgeable(pl *plan, l *lease) bool {
 	return pl.read && l.replica && c.cfg.HedgeDelay > 0
 }
 
-// runHedged runs st on the first lease and, if no answer came within the
-// hedge delay, also on another replica; it returns the lease and result
+// slot returns p's hedge slot, making it on first use.
+func (p *physical) slot() *hedgeSlot {
+	if p.hedge == nil {
+		s := &hedgeSlot{first: p, done: make(chan hedgeResult, 1)}
+		s.timer = time.AfterFunc(time.Hour, s.launch)
+		s.timer.Stop()
+		p.hedge = s
+	}
+	return p.hedge
+}
+
+// runHedged runs a query on the first lease and, if no answer came within
+// the hedge delay, also on another replica; it returns the lease and rows
 // of the attempt that answered first.
-func runHedged[T any](ctx context.Context, c *Connector, pl *plan, first lease, st *statement[T]) (lease, T, error) {
-	h := &hedge[T]{c: c, ctx: ctx, pl: pl, st: st, first: first.p}
-	timer := time.AfterFunc(first.p.node.answers.hedgeDelay(c.cfg.HedgeDelay), h.launch)
-	v, err := st.op(ctx, first.p)
-	if timer.Stop() {
-		return first, v, err // answered in time: no hedge
+func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, query string, args []driver.NamedValue, cls stmtClass) (lease, driver.Rows, error) {
+	s := first.p.slot()
+	s.mu.Lock()
+	if s.busy {
+		// The last hedge from this connection is still cleaning up.
+		s.mu.Unlock()
+		rows, err := runQuery(ctx, first.p, query, args, cls)
+		return first, rows, err
 	}
-	h.mu.Lock()
-	switch h.state {
-	case hedgeArmed, hedgeNone:
-		h.state = hedgeNone // a launch still to come does nothing
-		h.mu.Unlock()
-		return first, v, err
-	case hedgeRunning:
-		if err == nil {
-			h.state = hedgeFirstWon
-			if h.second != nil {
-				h.second.socks.close() // cut the hedge off
-			}
-			h.mu.Unlock()
-			return first, v, nil
+	s.state, s.waiting, s.second = hedgeArmed, false, nil
+	s.armedAt, s.delay = time.Now(), first.p.node.answers.hedgeDelay(c.cfg.HedgeDelay)
+	s.c, s.ctx, s.pl, s.query, s.args, s.cls = c, ctx, *pl, query, args, cls
+	s.mu.Unlock()
+	s.timer.Reset(s.delay)
+
+	rows, err := runQuery(ctx, first.p, query, args, cls)
+	stopped := s.timer.Stop()
+	s.mu.Lock()
+	state := s.state
+	switch {
+	case stopped || state == hedgeArmed || state == hedgeNone || state == hedgeSecondFailed:
+		s.state = hedgeIdle // a launch still to come does nothing
+		s.forget()
+		s.mu.Unlock()
+		return first, rows, err
+	case state == hedgeRunning && err == nil:
+		s.state = hedgeFirstWon
+		if s.second != nil {
+			s.second.socks.close() // cut the hedge off
 		}
-		h.mu.Unlock()
-		// The first attempt failed: the hedge may still answer.
-		r := <-h.done
-		if r.err != nil {
-			return first, v, err
-		}
-		first.release(errHedgeLost)
-		return r.l, r.v, nil
-	default: // hedgeSecondWon: the hedge cut the first attempt off
-		h.mu.Unlock()
-		if err == nil {
-			st.discard(v)
-		}
-		first.release(errHedgeLost)
-		// The replica did not answer in time where another did: keep reads
-		// away from it until a probe says it answers again.
+		s.forget() // launch took what it needs
+		s.mu.Unlock()
+		return first, rows, nil
+	}
+	// The hedge answered first (it cut this attempt off), or this attempt
+	// failed and the hedge may still answer.
+	s.waiting = true
+	s.mu.Unlock()
+	r := <-s.done
+	s.mu.Lock()
+	s.forget()
+	s.mu.Unlock()
+	if r.err != nil {
+		return first, rows, err
+	}
+	if err == nil {
+		rows.Close()
+	}
+	first.release(errHedgeLost)
+	if state == hedgeSecondWon {
+		// The replica did not answer in time where another did: keep
+		// reads away from it until a probe says it answers again.
 		first.p.node.markSuspect()
-		r := <-h.done
-		return r.l, r.v, nil
 	}
+	return r.l, r.rows, nil
+}
+
+// forget drops the read's references (called with mu held).
+func (s *hedgeSlot) forget() {
+	s.c, s.ctx, s.pl, s.query, s.args = nil, nil, plan{}, "", nil
 }
 
 // launch sends the hedge, on the timer's goroutine.
-func (h *hedge[T]) launch() {
-	h.mu.Lock()
-	if h.state != hedgeArmed {
-		h.mu.Unlock()
+func (s *hedgeSlot) launch() {
+	s.mu.Lock()
+	if s.state != hedgeArmed || time.Since(s.armedAt) < s.delay {
+		// Its read ended, or this is a late run of an earlier read's
+		// timer, which the next read on the connection re-armed.
+		s.mu.Unlock()
 		return
 	}
-	n := h.target()
-	if n == nil || !h.c.hedges.take(h.c.metrics.replicaReads.Load()) {
+	c, ctx, query, args, cls := s.c, s.ctx, s.query, s.args, s.cls
+	n := s.target()
+	if n == nil || !c.hedges.take(c.metrics.replicaReads.Load()) {
 		if n != nil {
-			h.c.metrics.hedgesDenied.Add(1)
+			c.metrics.hedgesDenied.Add(1)
 		}
-		h.state = hedgeNone
-		h.mu.Unlock()
+		s.state = hedgeNone
+		s.mu.Unlock()
 		return
 	}
-	h.state = hedgeRunning
-	h.done = make(chan hedgeResult[T], 1)
-	h.mu.Unlock()
-	h.c.metrics.hedges.Add(1)
+	s.state, s.busy = hedgeRunning, true
+	s.mu.Unlock()
+	c.metrics.hedges.Add(1)
 
-	res, err := n.pool.acquire(h.ctx)
-	if err != nil {
-		h.done <- hedgeResult[T]{err: err}
-		return
+	r := hedgeResult{}
+	var l lease
+	res, err := n.pool.acquire(ctx)
+	if err == nil {
+		l = c.newLease(res, true, false)
+		s.mu.Lock()
+		lost := s.state != hedgeRunning
+		if !lost {
+			s.second = l.p
+		}
+		s.mu.Unlock()
+		if lost {
+			l.release(nil) // nothing was sent on it
+			s.end(hedgeResult{err: errHedgeLost})
+			return
+		}
+		r.rows, err = runQuery(ctx, l.p, query, args, cls)
 	}
-	l := h.c.newLease(res, true, false)
-	h.mu.Lock()
-	if h.state != hedgeRunning {
-		h.mu.Unlock()
-		l.release(nil) // nothing was sent on it
-		h.done <- hedgeResult[T]{err: errHedgeLost}
-		return
-	}
-	h.second = l.p
-	h.mu.Unlock()
-
-	v, err := h.st.op(h.ctx, l.p)
-	h.mu.Lock()
+	s.mu.Lock()
 	switch {
-	case h.state == hedgeFirstWon:
-		h.mu.Unlock()
+	case s.state == hedgeFirstWon:
+		s.mu.Unlock()
 		if err == nil {
-			h.st.discard(v)
+			r.rows.Close()
 		}
-		l.release(errHedgeLost)
-		h.done <- hedgeResult[T]{err: errHedgeLost}
+		if l.p != nil {
+			l.release(errHedgeLost)
+		}
+		s.end(hedgeResult{err: errHedgeLost})
 		return
 	case err == nil:
-		h.state = hedgeSecondWon
-		h.first.socks.close() // cut the first attempt off
+		s.state = hedgeSecondWon
+		s.first.socks.close() // cut the first attempt off
+		c.metrics.hedgeWins.Add(1)
+		r.l = l
+	default:
+		if l.p != nil {
+			l.release(err)
+		}
+		r.err = err
+		if !s.waiting {
+			s.state = hedgeSecondFailed
+		}
 	}
-	h.mu.Unlock()
-	if err != nil {
-		l.release(err)
-		h.done <- hedgeResult[T]{err: err}
-		return
+	s.mu.Unlock()
+	s.end(r)
+}
+
+// end hands the hedge's outcome to a caller that waits for it (or will:
+// the hedge won) and frees the slot.
+func (s *hedgeSlot) end(r hedgeResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting || s.state == hedgeSecondWon {
+		s.done <- r
 	}
-	h.c.metrics.hedgeWins.Add(1)
-	h.done <- hedgeResult[T]{l: l, v: v}
+	s.busy = false
 }
 
 // target picks the replica a hedge goes to: one the plan accepts, other
 // than the first attempt's, proven fresh by its cached replay position (a
 // hedge does not wait). After a read served by the session's last replica
 // without a bound (affinity), the hedge must also have what that read saw.
-// nil when there is none. Called with h.mu held, before the caller may
-// touch the plan again.
-func (h *hedge[T]) target() *node {
-	pl := *h.pl
+// nil when there is none. Called with mu held.
+func (s *hedgeSlot) target() *node {
+	pl := s.pl
 	if pl.prefer != nil {
 		if !pl.lastReadBoundKnown {
 			return nil
 		}
 		pl.need = max(pl.need, pl.lastReadBound)
 	}
-	pl.tried.add(h.first.node.idx)
+	pl.tried.add(s.first.node.idx)
 	set := pl.replicas(true)
 	if set == 0 && pl.zone != "" {
 		pl.zone = "" // the first attempt may hold the only replica in zone
@@ -253,7 +316,7 @@ func (h *hedge[T]) target() *node {
 	if set == 0 {
 		return nil
 	}
-	return pl.topo.nodes[pick(h.c.picker, pl.topo, set)].n
+	return pl.topo.nodes[pick(s.c.picker, pl.topo, set)].n
 }
 
 // acquireReplica borrows a connection to replica n. When another replica
@@ -272,6 +335,3 @@ func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*
 	defer cancel()
 	return n.pool.acquire(actx)
 }
-
-// discardRows closes the rows of an attempt that lost.
-func discardRows(r driver.Rows) { r.Close() }

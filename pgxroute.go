@@ -114,11 +114,11 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op func(*pgx
 		}
 		pl.l = l
 	default:
-		// Not hedged (no discard): op hands its results to the caller.
-		pl.l, _, err = route(ctx, c, &pl.pl, statement[struct{}]{query: query,
-			op: func(_ context.Context, p *physical) (struct{}, error) {
+		// Not hedged (it has an op): op hands its results to the caller.
+		pl.l, err = c.route(ctx, &pl.pl, &statement{query: query,
+			op: func(_ context.Context, p *physical) error {
 				p.note(cls)
-				return struct{}{}, op(pgxConnOf(p))
+				return op(pgxConnOf(p))
 			}})
 		if err != nil {
 			return nil, err

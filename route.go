@@ -47,49 +47,63 @@ func (c *Connector) planFor(ctx context.Context, cls stmtClass) (plan, error) {
 	return decide(t, cls, requirementFrom(ctx), &c.cfg, c.marksFor(t.sysid).snapshot(), time.Now(), dl)
 }
 
-// statement is what route runs: op on a leased connection, with args
-// converted for that connection's driver first. A read that may be hedged
-// (discard set) runs op twice at once, on two connections: op must keep
-// its results to itself, and discard closes what a losing attempt made.
-type statement[T any] struct {
-	query   string // the client's query, for reads a replica refused; "" otherwise
-	args    []driver.NamedValue
-	op      func(ctx context.Context, p *physical) (T, error)
-	discard func(T)
+// statement is what route runs on a leased connection, its args
+// converted for that connection's driver first: op, or, when op is nil, a
+// query route runs itself (queryInner), so that it can be hedged; its
+// rows are left in rows.
+type statement struct {
+	query string // the client's query; for a read a replica refused
+	args  []driver.NamedValue
+	cls   stmtClass
+	op    func(ctx context.Context, p *physical) error
+	rows  driver.Rows
+}
+
+// run runs st on p (a query: its rows go to st.rows).
+func (st *statement) run(ctx context.Context, p *physical) (err error) {
+	if st.op != nil {
+		return st.op(ctx, p)
+	}
+	st.rows, err = runQuery(ctx, p, st.query, st.args, st.cls)
+	return err
+}
+
+// runQuery runs a query on p.
+func runQuery(ctx context.Context, p *physical, query string, args []driver.NamedValue, cls stmtClass) (driver.Rows, error) {
+	p.note(cls)
+	return queryInner(ctx, p.conn, query, args)
 }
 
 // route runs st on a connection the plan allows and returns the lease it
-// succeeded on and its result. A read that failed before returning
-// anything is sent again where it can succeed: a replica that refused it
-// as a write (SQLSTATE 25006) sends it to the primary as a write,
-// remembered; a replay conflict or a lost connection on a replica sends it
-// once to another; a lost primary connection sends a read once more. A
-// read outside a transaction whose replica is slow to answer is hedged
+// succeeded on. A read that failed before returning anything is sent
+// again where it can succeed: a replica that refused it as a write
+// (SQLSTATE 25006) sends it to the primary as a write, remembered; a
+// replay conflict or a lost connection on a replica sends it once to
+// another; a lost primary connection sends a read once more. A query
+// outside a transaction whose replica is slow to answer is hedged
 // (hedge.go). A write is never sent twice.
-func route[T any](ctx context.Context, c *Connector, pl *plan, st statement[T]) (lease, T, error) {
-	var zero T
+func (c *Connector) route(ctx context.Context, pl *plan, st *statement) (lease, error) {
 	retriedReplica, retriedPrimary := false, false
 	for {
 		l, err := c.acquire(ctx, pl)
 		if err != nil {
-			return lease{}, zero, err
+			return lease{}, err
 		}
 		if err := convertArgs(l.p.conn, st.args); err != nil {
 			l.release(nil)
-			return lease{}, zero, err
+			return lease{}, err
 		}
-		var v T
-		if st.discard != nil && c.hedgeable(pl, &l) {
-			l, v, err = runHedged(ctx, c, pl, l, &st)
+		if st.op == nil && c.hedgeable(pl, &l) {
+			l, st.rows, err = c.runHedged(ctx, pl, l, st.query, st.args, st.cls)
 		} else {
-			v, err = st.op(ctx, l.p)
+			err = st.run(ctx, l.p)
 		}
 		if err == nil {
 			if l.replica {
 				l.p.node.answers.observe(time.Since(l.start))
 			}
 			c.noteServed(ctx, pl, &l)
-			return l, v, nil
+			return l, nil
 		}
 		l.release(err)
 		switch {
@@ -121,7 +135,7 @@ func route[T any](ctx context.Context, c *Connector, pl *plan, st statement[T]) 
 		if !pl.read {
 			err = c.writeFailed(l.p, err)
 		}
-		return lease{}, zero, err
+		return lease{}, err
 	}
 }
 

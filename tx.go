@@ -54,8 +54,8 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 		t.lease = *cn.pinned
 		err = begin(t.lease.p)
 	case cls.read:
-		t.lease, t.inner, err = route(ctx, cn.c, &t.pl, statement[driver.Tx]{
-			op: func(ctx context.Context, p *physical) (driver.Tx, error) { return beginInner(ctx, p.conn, opts) }})
+		t.lease, err = cn.c.route(ctx, &t.pl, &statement{
+			op: func(_ context.Context, p *physical) error { return begin(p) }})
 	default:
 		if t.lease, err = cn.c.leasePrimary(ctx, pl.topo, false); err == nil {
 			if err = begin(t.lease.p); err != nil {

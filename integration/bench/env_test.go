@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,9 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 	e.primary = openDB(tb, directName(drv), ep.nodeDSN(cluster.Primary()))
 	e.replica = openDB(tb, directName(drv), ep.nodeDSN(1))
 	routed := ep.clusterDSN() + "&pgreplica_driver=" + drv + "&application_name=pgreplica_bench"
+	if extra := os.Getenv("PGREPLICA_BENCH_PARAMS"); extra != "" {
+		routed += "&" + extra // pgreplica_* options to compare, e.g. pgreplica_hedge_delay=-1
+	}
 	for _, p := range params {
 		routed += "&" + p
 	}
