@@ -84,21 +84,20 @@ func newPgxEnv(tb testing.TB, ep endpoints, table string, conns int, params ...s
 }
 
 func openPgxpool(tb testing.TB, dsn string) *pgxpool.Pool {
-	tb.Helper()
-	p, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(p.Close)
-	if err := p.Ping(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	return p
+	return pinged(tb, pgxpool.New, dsn)
 }
 
 func openPgxHandle(tb testing.TB, dsn string) *pgreplicapgx.Pool {
+	return pinged(tb, pgreplicapgx.New, dsn)
+}
+
+// pinged opens a pool with open, pings it and closes it with tb.
+func pinged[P interface {
+	Ping(context.Context) error
+	Close()
+}](tb testing.TB, open func(context.Context, string) (P, error), dsn string) P {
 	tb.Helper()
-	p, err := pgreplicapgx.New(context.Background(), dsn)
+	p, err := open(context.Background(), dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -278,17 +277,7 @@ func TestRoundTripsPgx(t *testing.T) {
 	cluster.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ep := endpoints{}
-	var proxies []*countingProxy
-	for i := range cluster.Len() {
-		p, err := newCountingProxy(fmt.Sprintf("127.0.0.1:%d", cluster.Port(i)), rtTable)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		proxies = append(proxies, p)
-		ep.addrs = append(ep.addrs, p.Addr())
-	}
+	ep, proxies := countingEndpoints(t)
 	stmts := newStatementCounter(t, ctx)
 	createTable(t, rtTable)
 	e := newPgxEnv(t, ep, rtTable, 4, "pgreplica_monitor_interval=50ms")

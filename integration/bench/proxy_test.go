@@ -10,7 +10,10 @@ import (
 // connection's round trips: one per flight of client bytes that follows
 // an answer from the server (or starts the connection). Bytes the client
 // sends before the server answered belong to the same flight, so a
-// pipelined batch counts once, however many messages it holds.
+// pipelined batch counts once, however many messages it holds. A
+// CopyInResponse alone is no answer: the client sends its COPY data
+// without waiting for it (pgx does), so whether it arrives before the data
+// is a matter of timing, not a round trip.
 //
 // Only connections whose client bytes ever contained marker are counted:
 // the benchmark's statements name a table that contains it, and
@@ -114,10 +117,23 @@ func (pc *proxiedConn) fromClient(chunk, marker []byte) {
 	}
 }
 
-func (pc *proxiedConn) fromServer([]byte, []byte) {
+func (pc *proxiedConn) fromServer(chunk, _ []byte) {
+	if isCopyInResponse(chunk) {
+		return
+	}
 	pc.mu.Lock()
 	pc.answered = true
 	pc.mu.Unlock()
+}
+
+// isCopyInResponse reports whether chunk is exactly one CopyInResponse
+// message ('G', then its length, which counts itself but not the type).
+func isCopyInResponse(chunk []byte) bool {
+	if len(chunk) < 5 || chunk[0] != 'G' {
+		return false
+	}
+	n := int(chunk[1])<<24 | int(chunk[2])<<16 | int(chunk[3])<<8 | int(chunk[4])
+	return n+1 == len(chunk)
 }
 
 // flightCounts returns the flights so far of every connection, marked or
