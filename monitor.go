@@ -72,6 +72,7 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 		if n.probeConn == nil {
 			timeout += m.c.cfg.ConnectTimeout
 		}
+		n.probesStarted.Add(1)
 		pctx, cancel := context.WithTimeout(ctx, timeout)
 		stop := context.AfterFunc(pctx, func() { n.probeSocks.close() })
 		st := m.c.probe(pctx, n)
@@ -155,12 +156,13 @@ func (m *monitor) pokeAll() {
 	}
 }
 
-// refresh pokes every node and waits until each has been probed again,
-// so the caller sees a view taken after the call.
+// refresh pokes every node and waits until each has answered a probe sent
+// after the call, so the caller sees a view taken after it. (A probe under
+// way when it is called may carry an older answer: it does not count.)
 func (m *monitor) refresh(ctx context.Context) error {
 	before := make([]int64, len(m.c.nodes))
 	for i, n := range m.c.nodes {
-		before[i] = n.probes.Load()
+		before[i] = n.probesStarted.Load()
 	}
 	m.pokeAll()
 	for {
@@ -174,6 +176,9 @@ func (m *monitor) refresh(ctx context.Context) error {
 			}
 		}
 		if done {
+			// A node counts its probe before its own rebuild publishes
+			// it: build once more, so the view holds every answer.
+			m.rebuild()
 			return nil
 		}
 		select {

@@ -121,6 +121,8 @@ type node struct {
 	wakeCh chan struct{}
 	// probes counts finished probes.
 	probes atomic.Int64
+	// probesStarted counts probes sent (a probe may be under way).
+	probesStarted atomic.Int64
 
 	// probeConn and failures belong to the node's monitor goroutine.
 	probeConn   driver.Conn
