@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -114,6 +115,16 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op func(*pgx
 		}
 		pl.l = l
 	default:
+		if req.Guarded != nil {
+			l, ok, err := c.guardedRead(ctx, &pl.pl, cls, req.Guarded)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				pl.l = l
+				return pl, nil
+			}
+		}
 		// Not hedged (it has an op): op hands its results to the caller.
 		pl.l, err = c.route(ctx, &pl.pl, &statement{query: query,
 			op: func(_ context.Context, p *physical) error {
@@ -125,6 +136,100 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op func(*pgx
 		}
 	}
 	return pl, nil
+}
+
+// guardedRead serves a read that needs a position no replica is known to
+// have (the monitor's last look is older than the write) in one round
+// trip: the query goes to a replica the lag bounds allow, in the same
+// flight as a check of its replay position (guarded). It is the handle's
+// way, as pgx can pipeline; the driver checks first (awaitReplica). ok is false when
+// that is not possible or the replica was behind: the caller then routes
+// as the driver does (wait for a replica, or fall back), having lost no
+// more than that one round trip.
+func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
+	guarded func(*pgx.Conn, uint64) (uint64, error)) (l lease, ok bool, err error) {
+	if !pl.read || pl.onPrimary || pl.need == 0 || pl.pending != 0 ||
+		pl.fresh.without(pl.tried) != 0 || c.futile(pl) {
+		return lease{}, false, nil
+	}
+	start := time.Now()
+	l, need, ok := c.leaseUnproven(ctx, pl)
+	if !ok {
+		return lease{}, false, ctx.Err()
+	}
+	p, n := l.p, l.p.node
+	p.note(cls)
+	replayed, err := guarded(pgxConnOf(p), uint64(need))
+	if replayed != 0 {
+		p.node.observeReplay(LSN(replayed))
+	}
+	switch {
+	case err == nil:
+		l.known = max(l.known, LSN(replayed))
+		if pl.tokened() {
+			c.metrics.tokenedReads.Add(1)
+			c.metrics.wait.observe(time.Since(start))
+		}
+		p.node.answers.observe(time.Since(l.start))
+		c.noteServed(ctx, pl, &l)
+		return l, true, nil
+	case errors.Is(err, pgxroute.ErrBehind):
+		l.release(nil)
+		return lease{}, false, nil
+	}
+	l.release(err)
+	switch {
+	case ctx.Err() != nil:
+	case sqlState(err) == stateReadOnlyTx:
+		return lease{}, false, nil // route sends it on as a write (and remembers)
+	case isRecoveryConflict(err) || isConnLost(err):
+		// As route does: this replica is left out, another is tried.
+		if isConnLost(err) {
+			p.node.markSuspect()
+		}
+		pl.tried.add(n.idx)
+		return lease{}, false, nil
+	}
+	return lease{}, false, err
+}
+
+// leaseUnproven borrows a connection for a guarded read and says what its
+// guard must check. A session read stays on the replica of its last read
+// when it can, on a connection older than that read (see leaseAffine: it
+// then cannot see less than that read did); one that leaves it must also
+// reach what that read saw, when that bound is known, and otherwise
+// routes as the driver does. Any other read takes a replica the lag
+// bounds allow.
+func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN, ok bool) {
+	need = pl.need
+	if pl.prefer != nil {
+		i := pl.prefer.idx
+		v := &pl.topo.nodes[i]
+		if v.n == pl.prefer && pl.reject(v, false) == rejectNone {
+			res, err := pl.prefer.pool.acquire(ctx)
+			if err == nil && res.CreationTime().Before(pl.preferSince) {
+				return c.newLease(res, true, false), need, true
+			}
+			if err == nil {
+				pl.prefer.pool.release(res, nil)
+			}
+		}
+		if !pl.lastReadBoundKnown {
+			return lease{}, 0, false
+		}
+		need = max(need, pl.lastReadBound)
+	}
+	set := pl.replicas(false)
+	if set == 0 {
+		return lease{}, 0, false
+	}
+	n := pl.topo.nodes[pick(c.picker, pl.topo, set)].n
+	res, err := c.acquireReplica(ctx, n, set.len() > 1)
+	if err != nil {
+		pl.tried.add(n.idx)
+		return lease{}, 0, false
+	}
+	return c.newLease(res, true, false), need, true
 }
 
 // pgxConnOf returns the pgx connection under a physical connection of

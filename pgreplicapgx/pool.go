@@ -127,7 +127,10 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 // write through Query (INSERT … RETURNING) is recorded then.
 func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	r := &rows{}
-	l, err := p.route(ctx, pgxroute.Request{Kind: pgxroute.Query, SQL: sql}, func(c *pgx.Conn) error {
+	l, err := p.route(ctx, pgxroute.Request{Kind: pgxroute.Query, SQL: sql,
+		Guarded: func(c *pgx.Conn, need uint64) (uint64, error) {
+			return r.startGuarded(ctx, c, sql, args, need)
+		}}, func(c *pgx.Conn) error {
 		return r.start(ctx, c, sql, args)
 	})
 	if err != nil {

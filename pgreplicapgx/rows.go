@@ -2,10 +2,14 @@ package pgreplicapgx
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/internal/pgxroute"
 )
 
 // rows are the rows of a routed query. start reads up to the first row
@@ -21,7 +25,9 @@ type rows struct {
 	// out yet.
 	peeked bool
 	closed bool
-	done   func(error)
+	// batch carries a guarded query (startGuarded); closed with the rows.
+	batch pgx.BatchResults
+	done  func(error)
 }
 
 // start runs the query on c and reads to its first row.
@@ -30,6 +36,45 @@ func (r *rows) start(ctx context.Context, c *pgx.Conn, sql string, args []any) e
 	if err != nil {
 		return err
 	}
+	return r.peek(inner)
+}
+
+// replaySQL reads a replica's replay position.
+const replaySQL = "SELECT pg_last_wal_replay_lsn()::text"
+
+// startGuarded runs the query on c in one flight behind a read of the
+// replica's replay position, and reads to its first row; when the
+// replica has not replayed need, it closes everything and reports
+// pgxroute.ErrBehind (the query ran on the replica, read-only, and its
+// rows are dropped).
+func (r *rows) startGuarded(ctx context.Context, c *pgx.Conn, sql string, args []any, need uint64) (uint64, error) {
+	b := &pgx.Batch{}
+	b.Queue(replaySQL)
+	b.Queue(sql, args...)
+	br := c.SendBatch(ctx, b)
+	var replayed pgreplica.LSN
+	if err := br.QueryRow().Scan(&replayed); err != nil {
+		br.Close()
+		return 0, err
+	}
+	if uint64(replayed) < need {
+		return uint64(replayed), errors.Join(pgxroute.ErrBehind, br.Close())
+	}
+	inner, err := br.Query()
+	if err != nil {
+		br.Close()
+		return uint64(replayed), err
+	}
+	r.batch = br
+	if err := r.peek(inner); err != nil {
+		br.Close()
+		return uint64(replayed), err
+	}
+	return uint64(replayed), nil
+}
+
+// peek reads inner up to its first row.
+func (r *rows) peek(inner pgx.Rows) error {
 	if inner.Next() {
 		r.Rows, r.peeked = inner, true
 		return nil
@@ -39,6 +84,9 @@ func (r *rows) start(ctx context.Context, c *pgx.Conn, sql string, args []any) e
 		return err
 	}
 	r.Rows = inner
+	if r.batch != nil {
+		return r.batch.Close()
+	}
 	return nil
 }
 
@@ -66,7 +114,11 @@ func (r *rows) Close() {
 	}
 	r.closed, r.peeked = true, false
 	r.Rows.Close()
-	r.done(r.Rows.Err())
+	err := r.Rows.Err()
+	if r.batch != nil {
+		err = errors.Join(err, r.batch.Close())
+	}
+	r.done(err)
 }
 
 // row is QueryRow's result, as pgx's: Scan reads the first row and

@@ -8,6 +8,7 @@ package pgxroute
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -48,7 +49,18 @@ type Request struct {
 	SQL string
 	// Batch holds the statements of a Batch.
 	Batch []string
+	// Guarded, when set, runs a Query as op does, in the same flight as a
+	// check that the replica has replayed need: the router uses it on a
+	// replica whose known replay position cannot prove it fresh, instead
+	// of a check of its own before the query (a round trip). It returns
+	// the replay position the check read, and ErrBehind (having run
+	// nothing the caller sees) when it is below need.
+	Guarded func(c *pgx.Conn, need uint64) (replayed uint64, err error)
 }
+
+// ErrBehind is Guarded's answer for a replica that has not replayed the
+// read's position yet.
+var ErrBehind = errors.New("pgxroute: the replica has not replayed the read's position")
 
 // Router routes for one pgreplica.Connector.
 type Router interface {
