@@ -76,11 +76,10 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []dr
 		return r, err
 	}
 	var r driver.Result
-	l, err := cn.c.route(ctx, &pl, &statement{args: args,
-		op: func(ctx context.Context, p *physical) (err error) {
-			r, err = cn.execOn(ctx, &pl, p, query, cls, args)
-			return err
-		}})
+	l, err := cn.c.route(ctx, &pl, &statement{args: args}, func(ctx context.Context, p *physical) (err error) {
+		r, err = cn.execOn(ctx, &pl, p, query, cls, args)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +126,7 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 		return cn.queryOn(ctx, &pl, sticky.p, query, cls, args)
 	}
 	st := statement{query: query, args: args, cls: cls}
-	l, err := cn.c.route(ctx, &pl, &st)
+	l, err := cn.c.route(ctx, &pl, &st, nil)
 	if err != nil {
 		return nil, err
 	}

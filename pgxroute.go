@@ -126,11 +126,10 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op func(*pgx
 			}
 		}
 		// Not hedged (it has an op): op hands its results to the caller.
-		pl.l, err = c.route(ctx, &pl.pl, &statement{query: query,
-			op: func(_ context.Context, p *physical) error {
-				p.note(cls)
-				return op(pgxConnOf(p))
-			}})
+		pl.l, err = c.route(ctx, &pl.pl, &statement{query: query}, func(_ context.Context, p *physical) error {
+			p.note(cls)
+			return op(pgxConnOf(p))
+		})
 		if err != nil {
 			return nil, err
 		}

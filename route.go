@@ -48,24 +48,16 @@ func (c *Connector) planFor(ctx context.Context, cls stmtClass) (plan, error) {
 }
 
 // statement is what route runs on a leased connection, its args
-// converted for that connection's driver first: op, or, when op is nil, a
-// query route runs itself (queryInner), so that it can be hedged; its
-// rows are left in rows.
+// converted for that connection's driver first: the caller's op, or,
+// without one, the query itself (runQuery), which route may hedge; its
+// rows are left in rows. (op is route's own parameter, not a field: what
+// a hedge keeps of the statement escapes to the heap, op must not, or
+// every statement would allocate its closure and what that captures.)
 type statement struct {
 	query string // the client's query; for a read a replica refused
 	args  []driver.NamedValue
 	cls   stmtClass
-	op    func(ctx context.Context, p *physical) error
 	rows  driver.Rows
-}
-
-// run runs st on p (a query: its rows go to st.rows).
-func (st *statement) run(ctx context.Context, p *physical) (err error) {
-	if st.op != nil {
-		return st.op(ctx, p)
-	}
-	st.rows, err = runQuery(ctx, p, st.query, st.args, st.cls)
-	return err
 }
 
 // runQuery runs a query on p.
@@ -82,7 +74,7 @@ func runQuery(ctx context.Context, p *physical, query string, args []driver.Name
 // another; a lost primary connection sends a read once more. A query
 // outside a transaction whose replica is slow to answer is hedged
 // (hedge.go). A write is never sent twice.
-func (c *Connector) route(ctx context.Context, pl *plan, st *statement) (lease, error) {
+func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(ctx context.Context, p *physical) error) (lease, error) {
 	retriedReplica, retriedPrimary := false, false
 	for {
 		l, err := c.acquire(ctx, pl)
@@ -93,10 +85,13 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement) (lease, 
 			l.release(nil)
 			return lease{}, err
 		}
-		if st.op == nil && c.hedgeable(pl, &l) {
+		switch {
+		case op != nil:
+			err = op(ctx, l.p)
+		case c.hedgeable(pl, &l):
 			l, st.rows, err = c.runHedged(ctx, pl, l, st.query, st.args, st.cls)
-		} else {
-			err = st.run(ctx, l.p)
+		default:
+			st.rows, err = runQuery(ctx, l.p, st.query, st.args, st.cls)
 		}
 		if err == nil {
 			if l.replica {

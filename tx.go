@@ -54,8 +54,7 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 		t.lease = *cn.pinned
 		err = begin(t.lease.p)
 	case cls.read:
-		t.lease, err = cn.c.route(ctx, &t.pl, &statement{
-			op: func(_ context.Context, p *physical) error { return begin(p) }})
+		t.lease, err = cn.c.route(ctx, &t.pl, &statement{}, func(_ context.Context, p *physical) error { return begin(p) })
 	default:
 		if t.lease, err = cn.c.leasePrimary(ctx, pl.topo, false); err == nil {
 			if err = begin(t.lease.p); err != nil {
