@@ -5,12 +5,10 @@
 package faulttest
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/integration/internal/itest"
 )
 
 // cluster is the primary and two replicas the tests share; each test
@@ -77,20 +76,7 @@ func (f *fixture) open(params ...string) (*sql.DB, *pgreplica.Connector) {
 	for _, p := range params {
 		dsn += "&" + p
 	}
-	db, err := sql.Open(pgreplica.DriverName, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := testCtx(t, 30*time.Second)
-	if err := db.PingContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cn, err := pgreplica.ConnectorOf(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, cn
+	return itest.Open(t, dsn)
 }
 
 // addr is node n's address as the DSN names it: the proxy's for the
@@ -126,61 +112,10 @@ func (f *fixture) await(ctx context.Context, d time.Duration, what string, cond 
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return time.Since(start)
-		}
-		select {
-		case <-ctx.Done():
-			f.t.Fatalf("waiting %v for %s: %v (last: %s)", d, what, ctx.Err(), why)
-		case <-tick.C:
-		}
+	if err := itest.WaitFor(ctx, what, cond); err != nil {
+		f.t.Fatalf("after %v: %v", d, err)
 	}
-}
-
-// servedBy runs SELECT inet_server_port() and returns the node that
-// answered (the proxy does not change the server's port).
-func servedBy(ctx context.Context, db *sql.DB) (int, error) {
-	var port int
-	if err := db.QueryRowContext(ctx, "SELECT inet_server_port()").Scan(&port); err != nil {
-		return -1, err
-	}
-	if n := cluster.NodeAt(port); n >= 0 {
-		return n, nil
-	}
-	return -1, fmt.Errorf("port %d is no node of the cluster", port)
-}
-
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func describe(ns pgreplica.NodeStatus) string {
-	return fmt.Sprintf("{%s role=%s err=%v lsn=%s lagBytes=%d lagTime=%v rtt=%v reads=%v why=%q}",
-		ns.Addr, ns.Role, ns.Err, ns.LSN, ns.LagBytes, ns.LagTime, ns.RTT, ns.Reads, ns.Why)
-}
-
-// newTable creates a table (seq bigint) on the primary, dropped with the
-// test.
-func newTable(t *testing.T) string {
-	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	name := fmt.Sprintf("fault_%d_%d", os.Getpid(), time.Now().UnixNano())
-	if err := cluster.Exec(ctx, cluster.Primary(), "CREATE TABLE "+name+" (seq bigint NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cluster.Exec(ctx, cluster.Primary(), "DROP TABLE IF EXISTS "+name)
-	})
-	return name
+	return time.Since(start)
 }
 
 // startWriter inserts a row every interval through db until the returned
@@ -220,17 +155,14 @@ func startWriter(t *testing.T, db *sql.DB, table string, every time.Duration) (s
 	return stop
 }
 
-// summary renders samples as count, min, median, p95 and max.
-func summary[T cmp.Ordered](xs []T, show func(T) string) string {
-	if len(xs) == 0 {
-		return "no samples"
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	q := func(p float64) string { return show(s[int(p*float64(len(s)-1)+0.5)]) }
-	return fmt.Sprintf("n=%d min=%s median=%s p95=%s max=%s", len(s), q(0), q(0.5), q(0.95), q(1))
-}
+// The helpers every cluster test package shares (internal/itest), under
+// this package's names.
+var (
+	testCtx  = itest.Ctx
+	describe = itest.Describe
+	durStats = itest.DurStats
+)
 
-func durStats(ds []time.Duration) string {
-	return summary(ds, func(d time.Duration) string { return d.Round(time.Millisecond).String() })
-}
+func newTable(t *testing.T) string { return itest.NewTable(t, cluster, "fault") }
+
+func servedBy(ctx context.Context, db *sql.DB) (int, error) { return itest.ServedBy(ctx, db, cluster) }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration/internal/itest"
 )
 
 // TestSlowLink: replica 1's link gets 200 ms of latency each way (a round
@@ -151,7 +152,7 @@ func median(ds []time.Duration) time.Duration {
 }
 
 func byteStats(bs []uint64) string {
-	return summary(bs, func(b uint64) string { return strconv.FormatUint(b, 10) + "B" })
+	return itest.Summary(bs, func(b uint64) string { return strconv.FormatUint(b, 10) + "B" })
 }
 
 func medianBytes(bs []uint64) uint64 {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/integration/internal/itest"
 )
 
 // cluster is the primary and two replicas shared by the non-destructive
@@ -26,14 +26,6 @@ func TestMain(m *testing.M) {
 
 // longMode stretches the sustained checks to the durations of the issue.
 func longMode() bool { return os.Getenv("PGREPLICA_LONG") == "1" }
-
-// testCtx bounds every wait of a test.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // startCluster starts a cluster for one destructive test and closes it
 // with the test.
@@ -66,58 +58,13 @@ func open(t *testing.T, c *integration.Cluster, params ...string) (*sql.DB, *pgr
 	for _, p := range params {
 		dsn += "&" + p
 	}
-	db, err := sql.Open(pgreplica.DriverName, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := testCtx(t, 30*time.Second)
-	if err := db.PingContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cn, err := pgreplica.ConnectorOf(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, cn
+	return itest.Open(t, dsn)
 }
 
 // appName tags a test's server sessions.
 func appName(t *testing.T) string {
 	r := strings.NewReplacer("/", "_", " ", "_", "#", "_", "=", "_")
 	return "pgr_" + r.Replace(t.Name())
-}
-
-var tableSeq atomic.Int64
-
-// newTable creates a table (seq bigint) on c's primary, dropped with the
-// test.
-func newTable(t *testing.T, c *integration.Cluster) string {
-	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	name := fmt.Sprintf("topo_%d_%d", os.Getpid(), tableSeq.Add(1))
-	if err := c.Exec(ctx, c.Primary(), "CREATE TABLE "+name+" (seq bigint NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.Exec(ctx, c.Primary(), "DROP TABLE IF EXISTS "+name)
-	})
-	return name
-}
-
-// servedBy runs SELECT inet_server_port() through db and returns the node
-// that answered.
-func servedBy(ctx context.Context, db *sql.DB, c *integration.Cluster) (int, error) {
-	var port int
-	if err := db.QueryRowContext(ctx, "SELECT inet_server_port()").Scan(&port); err != nil {
-		return -1, err
-	}
-	if n := c.NodeAt(port); n >= 0 {
-		return n, nil
-	}
-	return -1, fmt.Errorf("port %d is no node of the cluster", port)
 }
 
 // spread runs n reads with ctx and counts them by serving node.
@@ -145,33 +92,6 @@ func status(t *testing.T, cn *pgreplica.Connector, c *integration.Cluster, i int
 	}
 	t.Fatalf("Nodes() has no entry for node %d (%s)", i, addr)
 	return pgreplica.NodeStatus{}
-}
-
-// describe renders a NodeStatus for failure messages.
-func describe(ns pgreplica.NodeStatus) string {
-	return fmt.Sprintf("{%s role=%s err=%v tl=%d lsn=%s paused=%v recv=%q sync=%q lagBytes=%d lagTime=%v rtt=%v reads=%v why=%q}",
-		ns.Addr, ns.Role, ns.Err, ns.Timeline, ns.LSN, ns.ReplayPaused, ns.Receiver, ns.SyncState,
-		ns.LagBytes, ns.LagTime, ns.RTT, ns.Reads, ns.Why)
-}
-
-// waitFor polls cond every 10 ms until it holds or ctx ends; the error
-// quotes cond's last explanation.
-func waitFor(ctx context.Context, what string, cond func() (bool, string)) error {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	var last string
-	for {
-		ok, why := cond()
-		if ok {
-			return nil
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %s)", what, ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
 }
 
 // within returns a context bounded by d for one wait inside a test.
@@ -231,18 +151,6 @@ func (w *writer) stop(t *testing.T) {
 		t.Errorf("background writer: %d of %d writes failed, first: %v", len(w.errs), int(w.ok.Load())+len(w.errs), w.errs[0])
 		w.errs = nil
 	}
-}
-
-// durStats summarises samples: count, min, p5, median, p95, max.
-func durStats(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "no samples"
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	q := func(p float64) time.Duration { return s[int(p*float64(len(s)-1)+0.5)] }
-	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	return fmt.Sprintf("n=%d min=%v p5=%v median=%v p95=%v max=%v", len(s), r(s[0]), r(q(0.05)), r(q(0.5)), r(q(0.95)), r(s[len(s)-1]))
 }
 
 // setApplyDelay sets recovery_min_apply_delay on replica i of c and removes
@@ -309,4 +217,19 @@ func head(s []string) string {
 		return fmt.Sprint(s)
 	}
 	return fmt.Sprintf("%v (+%d more)", s[:n], len(s)-n)
+}
+
+// The helpers every cluster test package shares (internal/itest), under
+// this package's names.
+var (
+	testCtx  = itest.Ctx
+	waitFor  = itest.WaitFor
+	describe = itest.Describe
+	durStats = itest.DurStats
+)
+
+func newTable(t *testing.T, c *integration.Cluster) string { return itest.NewTable(t, c, "topo") }
+
+func servedBy(ctx context.Context, db *sql.DB, c *integration.Cluster) (int, error) {
+	return itest.ServedBy(ctx, db, c)
 }
