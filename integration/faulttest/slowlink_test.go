@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica"
-	"github.com/pgreplica/pgreplica/integration/internal/itest"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 // TestSlowLink: replica 1's link gets 200 ms of latency each way (a round

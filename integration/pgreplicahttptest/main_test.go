@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 // cluster is one primary and two streaming replicas shared by the
@@ -22,24 +23,13 @@ func TestMain(m *testing.M) {
 	os.Exit(integration.Main(m, integration.Options{Replicas: 2}, &cluster))
 }
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxFor(t *testing.T) context.Context { return itest.Ctx(t, time.Minute) }
 
 // openDB returns a pgreplica *sql.DB on the shared cluster, closed with t.
 func openDB(t *testing.T) *sql.DB {
 	t.Helper()
 	cluster.Need(t)
-	db, err := sql.Open("pgreplica", cluster.DSN()+"&application_name=pgreplicahttp_test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.PingContext(ctxFor(t)); err != nil {
-		t.Fatal(err)
-	}
+	db, _ := itest.Open(t, cluster.DSN()+"&application_name=pgreplicahttp_test")
 	return db
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
-	"github.com/pgreplica/pgreplica/integration/internal/itest"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 // cluster is the primary and two replicas shared by the non-destructive

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration/itest"
 	"github.com/pgreplica/pgreplica/pgreplicagrpc"
 	"github.com/pgreplica/pgreplica/pgreplicagrpc/internal/testservice"
 )
@@ -30,24 +31,13 @@ var opts = pgreplicagrpc.Options{
 	BadToken: pgreplicagrpc.RejectBadToken,
 }
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxFor(t *testing.T) context.Context { return itest.Ctx(t, time.Minute) }
 
 // openDB returns a pgreplica *sql.DB on the shared cluster, closed with t.
 func openDB(t *testing.T) *sql.DB {
 	t.Helper()
 	cluster.Need(t)
-	db, err := sql.Open("pgreplica", cluster.DSN()+"&application_name=pgreplicagrpc_test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.PingContext(ctxFor(t)); err != nil {
-		t.Fatal(err)
-	}
+	db, _ := itest.Open(t, cluster.DSN()+"&application_name=pgreplicagrpc_test")
 	return db
 }
 

@@ -1,6 +1,7 @@
-// Package itest holds what the cluster test packages share: opening the
-// driver on a DSN, contexts bounded with the test, awaiting a condition,
-// which node served a read, throwaway tables, and summaries of samples.
+// Package itest holds what tests against a harness cluster share (the
+// project's own, and yours): opening the driver on a DSN, contexts bounded
+// with the test, awaiting a condition, which node served a read,
+// throwaway tables, and summaries of samples.
 package itest
 
 import (
