@@ -166,11 +166,14 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, query 
 	s.timer.Reset(s.delay)
 
 	rows, err := runQuery(ctx, first.p, query, args, cls)
-	stopped := s.timer.Stop()
+	// Stopping the timer is not enough to know no hedge runs: a late run
+	// of an earlier read's timer may have sent one (see launch); the state
+	// says.
+	s.timer.Stop()
 	s.mu.Lock()
 	state := s.state
 	switch {
-	case stopped || state == hedgeArmed || state == hedgeNone || state == hedgeSecondFailed:
+	case state == hedgeArmed || state == hedgeNone || state == hedgeSecondFailed:
 		s.state = hedgeIdle // a launch still to come does nothing
 		s.forget()
 		s.mu.Unlock()
