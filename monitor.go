@@ -87,8 +87,8 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 		}
 		cancel()
 		if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {
-			// pg_current_wal_lsn() is at or past the flush position, so past
-			// every synchronous commit that returned before the probe.
+			// pg_current_wal_flush_lsn() is past every synchronous commit
+			// that returned before the probe.
 			marks.cover(ticket, reachableLSN(st.lsn))
 		}
 		if ctx.Err() != nil {

@@ -42,7 +42,7 @@ func (r role) String() string {
 type nodeStatus struct {
 	role     role
 	err      error // last probe error; nil when healthy
-	lsn      LSN   // primary: pg_current_wal_lsn(); replica: replay LSN
+	lsn      LSN   // primary: pg_current_wal_flush_lsn(); replica: replay LSN
 	receive  LSN   // replica: pg_last_wal_receive_lsn()
 	paused   bool  // replica: replay paused
 	timeline uint32
@@ -173,7 +173,7 @@ func probeQuery(denied probeFn) string {
 	}
 	checkpointTL := or(fnControlCheckpoint, "(SELECT timeline_id FROM pg_control_checkpoint())", "NULL::int")
 	return `SELECT pg_is_in_recovery(),
- (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text,
+ (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END)::text,
  ` + or(fnReceiveLSN, "COALESCE(pg_last_wal_receive_lsn()::text, '')", "''") + `,
  CASE WHEN pg_is_in_recovery() THEN ` + or(fnReplayPaused, "pg_is_wal_replay_paused()", "false") + ` ELSE false END,
  CASE WHEN pg_is_in_recovery()

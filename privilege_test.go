@@ -123,7 +123,7 @@ func TestProbeDoesWithoutOptionalFunctions(t *testing.T) {
 			t.Errorf("probe without %s still calls it:\n%s", f, q)
 		}
 	}
-	for _, f := range []string{"pg_is_in_recovery", "pg_last_wal_replay_lsn", "pg_current_wal_lsn", "pg_control_system", "pg_has_role"} {
+	for _, f := range []string{"pg_is_in_recovery", "pg_last_wal_replay_lsn", "pg_current_wal_flush_lsn", "pg_control_system", "pg_has_role"} {
 		if !strings.Contains(q, f) {
 			t.Errorf("degraded probe lost %s:\n%s", f, q)
 		}
