@@ -20,11 +20,12 @@ func TestLagAccuracy(t *testing.T) {
 		smallLag = 100 * time.Millisecond
 	)
 	for _, tc := range []struct {
-		name   string
-		params []string
+		name     string
+		interval time.Duration // the monitor's
+		params   []string
 	}{
-		{"default_interval", nil},
-		{"interval_50ms", []string{"pgreplica_monitor_interval=50ms"}},
+		{"default_interval", 250 * time.Millisecond, nil},
+		{"interval_50ms", 50 * time.Millisecond, []string{"pgreplica_monitor_interval=50ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, cn := open(t, cluster, tc.params...)
@@ -34,44 +35,71 @@ func TestLagAccuracy(t *testing.T) {
 			setApplyDelay(t, cluster, 1, delay)
 			w := startWriter(t, db, tbl, 20*time.Millisecond)
 
-			// Warm-up: the delay has to fill, and the monitor needs a few
-			// rounds of primary samples from before it.
-			time.Sleep(2 * delay)
-			wctx, cancel := within(ctx, 5*time.Second)
+			// Warm-up: the replica's startup process takes the new delay
+			// at some point after the reload (later on a loaded machine),
+			// and the lag then fills over one delay; measure from when it
+			// has.
+			wctx, cancel := within(ctx, 10*time.Second)
 			defer cancel()
-			if err := waitFor(wctx, "replica 1 to show lag", func() (bool, string) {
+			if err := waitFor(wctx, "replica 1's lag to fill", func() (bool, string) {
 				ns := status(t, cn, cluster, 1)
-				return ns.LagTime > 0, describe(ns)
+				return ns.LagTime >= delay-tol, describe(ns)
 			}); err != nil {
 				t.Fatal(err)
 			}
 
-			var lag1, lag2 []time.Duration
-			var bad1, bad2 []string
+			type sample struct {
+				at         time.Time
+				lag1, lag2 time.Duration
+			}
+			var samples []sample
 			end := time.Now().Add(3 * time.Second)
 			for time.Now().Before(end) {
 				n1, n2 := status(t, cn, cluster, 1), status(t, cn, cluster, 2)
-				lag1, lag2 = append(lag1, n1.LagTime), append(lag2, n2.LagTime)
-				if n1.LagTime < delay-tol || n1.LagTime > delay+tol {
-					bad1 = append(bad1, n1.LagTime.Round(time.Millisecond).String())
-				}
-				if n2.LagTime > smallLag {
-					bad2 = append(bad2, n2.LagTime.Round(time.Millisecond).String())
-				}
+				samples = append(samples, sample{time.Now(), n1.LagTime, n2.LagTime})
 				time.Sleep(50 * time.Millisecond)
 			}
 			w.stop(t)
+
+			// The method is exact only while the primary writes steadily:
+			// a replica waiting on a commit has replayed everything before
+			// it, and the monitor interpolates between its primary samples,
+			// so a pause of the writer (a loaded machine) shortens the
+			// lag by up to the pause. Judge replica 1 on the samples whose
+			// window saw no pause longer than half the tolerance.
+			var lag1, lag2, steady []time.Duration
+			var bad1, bad2 []string
+			var worstGap time.Duration
+			for _, s := range samples {
+				lag1, lag2 = append(lag1, s.lag1), append(lag2, s.lag2)
+				if s.lag2 > smallLag {
+					bad2 = append(bad2, s.lag2.Round(time.Millisecond).String())
+				}
+				gap := w.maxGap(s.at.Add(-delay-3*tc.interval), s.at)
+				worstGap = max(worstGap, gap)
+				if gap > tol/2 {
+					continue
+				}
+				steady = append(steady, s.lag1)
+				if s.lag1 < delay-tol || s.lag1 > delay+tol {
+					bad1 = append(bad1, s.lag1.Round(time.Millisecond).String())
+				}
+			}
 			t.Logf("replica 1 (apply delay %v) LagTime: %s", delay, durStats(lag1))
 			t.Logf("replica 2 (no delay) LagTime: %s", durStats(lag2))
+			t.Logf("writer: longest pause %v; %d of %d samples with a steady writer", worstGap.Round(time.Millisecond), len(steady), len(samples))
+			if len(steady) < len(samples)/2 {
+				t.Fatalf("the writer paused for more than %v around %d of %d samples (longest %v): the machine is too loaded to measure lag to ±%v",
+					tol/2, len(samples)-len(steady), len(samples), worstGap, tol)
+			}
 			// The 5th to 95th percentiles must lie within ±20 %: a sample
 			// taken when the replica sits exactly on a primary sample can
 			// be off by up to one monitor interval (the monitor cannot know
 			// when, within the interval, the primary moved past it).
-			sorted := slices.Clone(lag1)
-			slices.Sort(sorted)
-			p5, p50, p95 := sorted[len(sorted)*5/100], sorted[len(sorted)/2], sorted[len(sorted)*95/100]
+			slices.Sort(steady)
+			p5, p50, p95 := steady[len(steady)*5/100], steady[len(steady)/2], steady[len(steady)*95/100]
 			if len(bad1) > 0 {
-				t.Logf("replica 1: %d of %d samples outside %v±%v: %v", len(bad1), len(lag1), delay, tol, head(bad1))
+				t.Logf("replica 1: %d of %d steady samples outside %v±%v: %v", len(bad1), len(steady), delay, tol, head(bad1))
 			}
 			if p5 < delay-tol || p95 > delay+tol || p50 < delay-tol/2 || p50 > delay+tol/2 {
 				t.Errorf("replica 1: p5 %v, median %v, p95 %v; want p5..p95 within %v±%v and the median within ±%v", p5, p50, p95, delay, tol, tol/2)

@@ -102,17 +102,19 @@ func within(ctx context.Context, d time.Duration) (context.Context, context.Canc
 // writer inserts a row every interval through db until stopped, so the
 // primary's WAL position keeps moving.
 type writer struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	ok     atomic.Int64
-	mu     sync.Mutex
-	errs   []error
+	cancel  context.CancelFunc
+	done    chan struct{}
+	ok      atomic.Int64
+	mu      sync.Mutex
+	errs    []error
+	started time.Time
+	writes  []time.Time // when each write returned
 }
 
 func startWriter(t *testing.T, db *sql.DB, table string, every time.Duration) *writer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{cancel: cancel, done: make(chan struct{})}
+	w := &writer{cancel: cancel, done: make(chan struct{}), started: time.Now()}
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(every)
@@ -128,6 +130,9 @@ func startWriter(t *testing.T, db *sql.DB, table string, every time.Duration) *w
 				w.mu.Unlock()
 			default:
 				w.ok.Add(1)
+				w.mu.Lock()
+				w.writes = append(w.writes, time.Now())
+				w.mu.Unlock()
 			}
 			select {
 			case <-ctx.Done():
@@ -138,6 +143,29 @@ func startWriter(t *testing.T, db *sql.DB, table string, every time.Duration) *w
 	}()
 	t.Cleanup(func() { w.stop(t) })
 	return w
+}
+
+// maxGap is the longest time between two returned writes (or a window edge
+// and the nearest write) within [from, to], from the writer's start at the
+// earliest: how far the writer fell behind its rhythm there, e.g. on a
+// loaded machine.
+func (w *writer) maxGap(from, to time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	prev, gap := from, time.Duration(0)
+	if prev.Before(w.started) {
+		prev = w.started
+	}
+	for _, at := range w.writes {
+		if at.Before(from) {
+			continue
+		}
+		if at.After(to) {
+			break
+		}
+		gap, prev = max(gap, at.Sub(prev)), at
+	}
+	return max(gap, to.Sub(prev))
 }
 
 // stop ends the writer and fails t if any write failed.
