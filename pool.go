@@ -119,7 +119,22 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 }
 
 // acquire returns a healthy physical connection, replacing stale ones.
+// It does not look at the socket of an idle connection (see
+// acquireForWrite): a read that finds its connection dead is sent again
+// elsewhere, so reads skip that system call.
 func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], error) {
+	return hp.acquireChecked(ctx, false)
+}
+
+// acquireForWrite is acquire for a connection that may carry a write: it
+// first looks at an idle connection's socket (one system call), so that a
+// write is not sent on a connection the server already ended — which
+// would make its outcome unknown.
+func (hp *hostPool) acquireForWrite(ctx context.Context) (*puddle.Resource[*physical], error) {
+	return hp.acquireChecked(ctx, true)
+}
+
+func (hp *hostPool) acquireChecked(ctx context.Context, checkSocket bool) (*puddle.Resource[*physical], error) {
 	for {
 		res, err := hp.pool.Acquire(ctx)
 		if err != nil {
@@ -133,7 +148,7 @@ func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], e
 			err = nameResolveFailure(hp.node.host.Addr, redactErr(err, hp.password))
 			return nil, fmt.Errorf("pgreplica: connect to %w", newHostError(hp.node.name, err))
 		}
-		if !hp.usable(ctx, res) {
+		if !hp.usable(ctx, res, checkSocket) {
 			res.Destroy()
 			continue
 		}
@@ -149,7 +164,7 @@ func (hp *hostPool) tryAcquire(ctx context.Context) (*puddle.Resource[*physical]
 		if err != nil {
 			return nil, false
 		}
-		if !hp.usable(ctx, res) {
+		if !hp.usable(ctx, res, false) {
 			res.Destroy()
 			continue
 		}
@@ -172,7 +187,7 @@ func (hp *hostPool) claim(res *puddle.Resource[*physical]) (*puddle.Resource[*ph
 	return res, nil
 }
 
-func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical]) bool {
+func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], checkSocket bool) bool {
 	if hp.maxLifetime > 0 && time.Since(res.CreationTime()) > hp.maxLifetime {
 		return false
 	}
@@ -180,7 +195,7 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical])
 	if v, ok := c.(driver.Validator); ok && !v.IsValid() {
 		return false
 	}
-	if p := res.Value(); !p.wire.live(p) {
+	if p := res.Value(); checkSocket && !p.wire.live(p) {
 		// The server ended this connection while it sat idle (a restart,
 		// a failover, an administrator): a statement sent on it would fail
 		// after it was sent, which for a write means an unknown outcome.

@@ -183,7 +183,7 @@ func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (l
 	if pv == nil {
 		return lease{}, t.writeErr
 	}
-	res, err := pv.n.pool.acquire(ctx)
+	res, err := pv.n.pool.acquireForWrite(ctx)
 	if err != nil {
 		if ctx.Err() == nil && isConnLost(err) {
 			// The primary went away since the last probe; the monitor will
