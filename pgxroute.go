@@ -82,7 +82,7 @@ func (r pgxRouter) batchClass(sqls []string) stmtClass {
 	return b
 }
 
-func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op func(*pgx.Conn) error) (pgxroute.Lease, error) {
+func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.Op) (pgxroute.Lease, error) {
 	c := r.c
 	if c.closed.Load() {
 		return nil, ErrClosed
@@ -109,14 +109,14 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op func(*pgx
 		if err != nil {
 			return nil, err
 		}
-		if err := op(pgxConnOf(l.p)); err != nil {
+		if err := op.Run(pgxConnOf(l.p)); err != nil {
 			l.release(err)
 			return nil, err
 		}
 		pl.l = l
 	default:
-		if req.Guarded != nil {
-			l, ok, err := c.guardedRead(ctx, &pl.pl, cls, req.Guarded)
+		if g, ok := op.(pgxroute.GuardedOp); ok && req.Kind == pgxroute.Query {
+			l, ok, err := c.guardedRead(ctx, &pl.pl, cls, g)
 			if err != nil {
 				return nil, err
 			}
@@ -128,7 +128,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op func(*pgx
 		// Not hedged (it has an op): op hands its results to the caller.
 		pl.l, err = c.route(ctx, &pl.pl, &statement{query: query}, func(_ context.Context, p *physical) error {
 			p.note(cls)
-			return op(pgxConnOf(p))
+			return op.Run(pgxConnOf(p))
 		})
 		if err != nil {
 			return nil, err
@@ -146,7 +146,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op func(*pgx
 // as the driver does (wait for a replica, or fall back), having lost no
 // more than that one round trip.
 func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
-	guarded func(*pgx.Conn, uint64) (uint64, error)) (l lease, ok bool, err error) {
+	guarded pgxroute.GuardedOp) (l lease, ok bool, err error) {
 	if !pl.read || pl.onPrimary || pl.need == 0 || pl.pending != 0 ||
 		pl.fresh.without(pl.tried) != 0 || c.futile(pl) {
 		return lease{}, false, nil
@@ -158,7 +158,7 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 	}
 	p, n := l.p, l.p.node
 	p.note(cls)
-	replayed, err := guarded(pgxConnOf(p), uint64(need))
+	replayed, err := guarded.RunGuarded(pgxConnOf(p), uint64(need))
 	if replayed != 0 {
 		p.node.observeReplay(LSN(replayed))
 	}

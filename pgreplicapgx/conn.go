@@ -73,18 +73,28 @@ func (c *Conn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 }
 
 func (c *Conn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	w := c.l.Note(sql)
-	r := &rows{done: func(err error) { c.wrote(w && err == nil, err) }}
-	if err := r.start(ctx, c.l.Conn(), sql, args); err != nil {
-		err = c.wrote(w, err)
+	r, err := c.query(ctx, sql, args)
+	if err != nil {
 		return errRows{err}, err
 	}
 	return r, nil
 }
 
 func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rs, err := c.Query(ctx, sql, args...)
-	return &row{rows: rs, err: err}
+	r, err := c.query(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return (*row)(r)
+}
+
+func (c *Conn) query(ctx context.Context, sql string, args []any) (*rows, error) {
+	w := c.l.Note(sql)
+	r := &rows{done: func(err error) { c.wrote(w && err == nil, err) }}
+	if err := r.start(ctx, c.l.Conn(), sql, args); err != nil {
+		return nil, c.wrote(w, err)
+	}
+	return r, nil
 }
 
 func (c *Conn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {

@@ -82,8 +82,12 @@ func (p *Pool) ready(ctx context.Context) error {
 	return nil
 }
 
-// route starts the pool if needed, then routes req.
+// route starts the pool if needed, then routes req to run op.
 func (p *Pool) route(ctx context.Context, req pgxroute.Request, op func(*pgx.Conn) error) (pgxroute.Lease, error) {
+	return p.routeOp(ctx, req, pgxroute.OpFunc(op))
+}
+
+func (p *Pool) routeOp(ctx context.Context, req pgxroute.Request, op pgxroute.Op) (pgxroute.Lease, error) {
 	if err := p.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -126,23 +130,30 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 // connection goes back when the rows are closed (or read to the end); a
 // write through Query (INSERT … RETURNING) is recorded then.
 func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	r := &rows{}
-	l, err := p.route(ctx, pgxroute.Request{Kind: pgxroute.Query, SQL: sql,
-		Guarded: func(c *pgx.Conn, need uint64) (uint64, error) {
-			return r.startGuarded(ctx, c, sql, args, need)
-		}}, func(c *pgx.Conn) error {
-		return r.start(ctx, c, sql, args)
-	})
+	r, err := p.query(ctx, sql, args)
 	if err != nil {
 		return errRows{err}, err
 	}
-	r.done = l.Done
+	return r, nil
+}
+
+// query routes a query; its rows are the operation that runs it.
+func (p *Pool) query(ctx context.Context, sql string, args []any) (*rows, error) {
+	r := &rows{ctx: ctx, sql: sql, args: args}
+	l, err := p.routeOp(ctx, pgxroute.Request{Kind: pgxroute.Query, SQL: sql}, r)
+	if err != nil {
+		return nil, err
+	}
+	r.lease = l
 	return r, nil
 }
 
 // QueryRow is Query for at most one row: Scan returns pgx.ErrNoRows when
 // there is none.
 func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rs, err := p.Query(ctx, sql, args...)
-	return &row{rows: rs, err: err}
+	r, err := p.query(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return (*row)(r)
 }

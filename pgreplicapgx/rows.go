@@ -18,16 +18,32 @@ import (
 // as a write, a lost connection) lets the router send the query again
 // elsewhere, as the driver does; the first row arrives in the same flight
 // as the query's other replies, so this costs no round trip. Closing the
-// rows, or reading them to the end, gives the connection back (done).
+// rows, or reading them to the end, gives the connection back (the
+// lease's Done, or done). The rows of a routed query are also the
+// operation the router runs (Run, RunGuarded): routing a read allocates
+// no closure.
 type rows struct {
 	pgx.Rows
+	// The query, for Run and RunGuarded.
+	ctx  context.Context
+	sql  string
+	args []any
 	// peeked: the inner rows stand on a first row Next has not handed
 	// out yet.
 	peeked bool
 	closed bool
 	// batch carries a guarded query (startGuarded); closed with the rows.
 	batch pgx.BatchResults
+	lease pgxroute.Lease // a routed query's; else done
 	done  func(error)
+}
+
+// Run runs the query on c and reads to its first row (pgxroute.Op).
+func (r *rows) Run(c *pgx.Conn) error { return r.start(r.ctx, c, r.sql, r.args) }
+
+// RunGuarded is startGuarded (pgxroute.GuardedOp).
+func (r *rows) RunGuarded(c *pgx.Conn, need uint64) (uint64, error) {
+	return r.startGuarded(r.ctx, c, r.sql, r.args, need)
 }
 
 // start runs the query on c and reads to its first row.
@@ -118,21 +134,20 @@ func (r *rows) Close() {
 	if r.batch != nil {
 		err = errors.Join(err, r.batch.Close())
 	}
+	r.ctx, r.args = nil, nil
+	if r.lease != nil {
+		r.lease.Done(err)
+		return
+	}
 	r.done(err)
 }
 
 // row is QueryRow's result, as pgx's: Scan reads the first row and
-// closes the rows.
-type row struct {
-	rows pgx.Rows
-	err  error
-}
+// closes the rows. It is the rows themselves, under another method set.
+type row rows
 
 func (r *row) Scan(dest ...any) error {
-	if r.err != nil {
-		return r.err
-	}
-	rs := r.rows
+	rs := (*rows)(r)
 	defer rs.Close()
 	if !rs.Next() {
 		if err := rs.Err(); err != nil {
@@ -146,6 +161,11 @@ func (r *row) Scan(dest ...any) error {
 	rs.Close()
 	return rs.Err()
 }
+
+// errRow is the row of a query that failed before it ran.
+type errRow struct{ err error }
+
+func (e errRow) Scan(...any) error { return e.err }
 
 // errRows are the rows of a query that failed before it ran, as pgx
 // returns them: every method is safe and Err reports the error.
@@ -166,4 +186,7 @@ var (
 	_ pgx.Rows = (*rows)(nil)
 	_ pgx.Rows = errRows{}
 	_ pgx.Row  = (*row)(nil)
+	_ pgx.Row  = errRow{}
+
+	_ pgxroute.GuardedOp = (*rows)(nil)
 )

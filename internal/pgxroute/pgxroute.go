@@ -49,16 +49,32 @@ type Request struct {
 	SQL string
 	// Batch holds the statements of a Batch.
 	Batch []string
-	// Guarded, when set, runs a Query as op does, in the same flight as a
-	// check that the replica has replayed need: the router uses it on a
-	// replica whose known replay position cannot prove it fresh, instead
-	// of a check of its own before the query (a round trip). It returns
-	// the replay position the check read, and ErrBehind (having run
-	// nothing the caller sees) when it is below need.
-	Guarded func(c *pgx.Conn, need uint64) (replayed uint64, err error)
 }
 
-// ErrBehind is Guarded's answer for a replica that has not replayed the
+// Op is what runs on the connection the router chose. A type of the
+// caller's (the rows of a query) implements it, so that routing a read
+// allocates no closure.
+type Op interface {
+	Run(c *pgx.Conn) error
+}
+
+// OpFunc is an Op of a function.
+type OpFunc func(c *pgx.Conn) error
+
+func (f OpFunc) Run(c *pgx.Conn) error { return f(c) }
+
+// GuardedOp is the Op of a Query that can also run in the same flight as
+// a check that the replica has replayed need: the router uses RunGuarded
+// on a replica whose known replay position cannot prove it fresh, instead
+// of a check of its own before the query (a round trip). It returns the
+// replay position the check read, and ErrBehind (having run nothing the
+// caller sees) when it is below need.
+type GuardedOp interface {
+	Op
+	RunGuarded(c *pgx.Conn, need uint64) (replayed uint64, err error)
+}
+
+// ErrBehind is RunGuarded's answer for a replica that has not replayed the
 // read's position yet.
 var ErrBehind = errors.New("pgxroute: the replica has not replayed the read's position")
 
@@ -71,7 +87,7 @@ type Router interface {
 	// and runs op on it; a read that failed before returning anything is
 	// sent again where it can succeed, as in the driver. On success the
 	// caller owns the lease until it calls Done.
-	Route(ctx context.Context, r Request, op func(*pgx.Conn) error) (Lease, error)
+	Route(ctx context.Context, r Request, op Op) (Lease, error)
 }
 
 // Lease is one physical connection borrowed under a routing decision.
