@@ -167,6 +167,21 @@ func (p *countingProxy) roundTripsSince(before map[*proxiedConn]int) int {
 	return total
 }
 
+// usedSince returns the marked connections that made a flight since
+// before (a connection opened since then included).
+func (p *countingProxy) usedSince(before map[*proxiedConn]int) []*proxiedConn {
+	var used []*proxiedConn
+	for pc, n := range p.flightCounts() {
+		pc.mu.Lock()
+		marked := pc.marked
+		pc.mu.Unlock()
+		if marked && n > before[pc] {
+			used = append(used, pc)
+		}
+	}
+	return used
+}
+
 // Close stops accepting, cuts every connection and waits for the pumps.
 func (p *countingProxy) Close() error {
 	p.mu.Lock()
