@@ -115,7 +115,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		}
 		pl.l = l
 	default:
-		if g, ok := op.(pgxroute.GuardedOp); ok && req.Kind == pgxroute.Query {
+		if g, ok := op.(pgxroute.GuardedOp); ok && (req.Kind == pgxroute.Query || req.Kind == pgxroute.Batch || req.Kind == pgxroute.ReadOnlyTx) {
 			l, ok, err := c.guardedRead(ctx, &pl.pl, cls, g)
 			if err != nil {
 				return nil, err
@@ -173,10 +173,10 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 		c.noteServed(ctx, pl, &l)
 		return l, true, nil
 	case errors.Is(err, pgxroute.ErrBehind):
-		l.release(nil)
+		l.release(notIdle(p, nil))
 		return lease{}, false, nil
 	}
-	l.release(err)
+	l.release(notIdle(p, err))
 	switch {
 	case ctx.Err() != nil:
 	case sqlState(err) == stateReadOnlyTx:
@@ -262,6 +262,15 @@ func (l *pgxLease) Wrote() {
 
 func (l *pgxLease) WriteFailed(err error) error { return l.l.c.writeFailed(l.l.p, err) }
 
+// notIdle returns errNotIdle for a connection that is busy or inside a
+// transaction, else err.
+func notIdle(p *physical, err error) error {
+	if pc := pgxConnOf(p); !serverGone(err) && (pc.IsClosed() || pc.PgConn().IsBusy() || pc.PgConn().TxStatus() != 'I') {
+		return errNotIdle
+	}
+	return err
+}
+
 // errNotIdle makes the pool close a connection given back busy or inside
 // a transaction, as pgxpool does: nobody else may inherit that state.
 var errNotIdle = errors.Join(driver.ErrBadConn, errors.New("pgreplica: connection given back busy or in a transaction"))
@@ -280,8 +289,5 @@ func (l *pgxLease) Done(err error) {
 			c.boundRead(&l.pl, &l.l)
 		}
 	}
-	if pc := l.Conn(); !serverGone(err) && (pc.IsClosed() || pc.PgConn().IsBusy() || pc.PgConn().TxStatus() != 'I') {
-		err = errNotIdle
-	}
-	l.l.release(err)
+	l.l.release(notIdle(l.l.p, err))
 }

@@ -2,10 +2,12 @@ package pgreplicapgx
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 )
 
@@ -24,19 +26,63 @@ func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if len(req.Batch) > 0 && beginsTx(req.Batch[0]) {
 		req.Kind = pgxroute.TxBatch
 	}
-	var inner pgx.BatchResults
-	l, err := p.route(ctx, req, func(c *pgx.Conn) error {
-		inner = c.SendBatch(ctx, b)
-		return nil
-	})
+	op := &batchOp{ctx: ctx, b: b}
+	l, err := p.routeOp(ctx, req, op)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
+	inner := op.inner
 	br := &batchResults{BatchResults: inner, done: l.Done}
 	if req.Kind == pgxroute.TxBatch {
 		br.tx = batchTx(inner, l, req.Batch[1:], false)
 	}
 	return br
+}
+
+// batchOp sends a batch on the connection the router chose
+// (pgxroute.GuardedOp; the router guards only a batch of reads).
+type batchOp struct {
+	ctx   context.Context
+	b     *pgx.Batch
+	inner pgx.BatchResults
+}
+
+func (o *batchOp) Run(c *pgx.Conn) error {
+	o.inner = c.SendBatch(o.ctx, o.b)
+	return nil
+}
+
+// RunGuarded sends the batch behind a read of the replica's replay
+// position, in one flight, and reads that position; when it is below
+// need it reads the batch's results to their end without handing them to
+// anyone (the statements' callbacks do not run), closes them and reports
+// pgxroute.ErrBehind. Otherwise the caller reads the batch's own results
+// as if it had been sent alone.
+func (o *batchOp) RunGuarded(c *pgx.Conn, need uint64) (uint64, error) {
+	// Copies of the caller's queued queries: pgx records in each the
+	// statement it prepared on this connection, and a batch sent again
+	// elsewhere (this replica was behind) must not carry that.
+	g := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(o.b.QueuedQueries)+1)}
+	g.Queue(replaySQL)
+	for _, q := range o.b.QueuedQueries {
+		g.QueuedQueries = append(g.QueuedQueries, &pgx.QueuedQuery{SQL: q.SQL, Arguments: q.Arguments, Fn: q.Fn})
+	}
+	br := c.SendBatch(o.ctx, g)
+	var replayed pgreplica.LSN
+	if err := br.QueryRow().Scan(&replayed); err != nil {
+		br.Close()
+		return 0, err
+	}
+	if uint64(replayed) < need {
+		for range o.b.QueuedQueries {
+			if _, err := br.Exec(); err != nil {
+				break
+			}
+		}
+		return uint64(replayed), errors.Join(pgxroute.ErrBehind, br.Close())
+	}
+	o.inner = br
+	return uint64(replayed), nil
 }
 
 // beginsTx reports whether a batch's first statement is the BEGIN that

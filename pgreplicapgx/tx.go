@@ -16,23 +16,22 @@ func (p *Pool) Begin(ctx context.Context) (pgx.Tx, error) {
 
 // BeginTx starts a transaction. A read-only one (AccessMode pgx.ReadOnly)
 // below SERIALIZABLE runs on one replica that satisfies the context's
-// requirement, checked before BEGIN, with the same wait and fallback as a
-// single read (a standby rejects SERIALIZABLE); every other one runs on
-// the primary, and one that wrote is recorded when it commits.
+// requirement, with the same wait and fallback as a single read (a
+// standby rejects SERIALIZABLE); when what is known of the replicas'
+// replay cannot prove one fresh, the check is sent with BEGIN, in its
+// flight. Every other transaction runs on the primary, and one that wrote
+// is recorded when it commits.
 func (p *Pool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	kind := pgxroute.Tx
 	if opts.AccessMode == pgx.ReadOnly && opts.IsoLevel != pgx.Serializable {
 		kind = pgxroute.ReadOnlyTx
 	}
-	var inner pgx.Tx
-	l, err := p.route(ctx, pgxroute.Request{Kind: kind}, func(c *pgx.Conn) (err error) {
-		inner, err = c.BeginTx(ctx, opts)
-		return err
-	})
+	op := &txOp{ctx: ctx, opts: opts}
+	l, err := p.routeOp(ctx, pgxroute.Request{Kind: kind}, op)
 	if err != nil {
 		return nil, err
 	}
-	return &tx{Tx: inner, st: &txState{l: l}, outer: true}, nil
+	return &tx{Tx: op.inner, st: &txState{l: l}, outer: true}, nil
 }
 
 // tx is a transaction (or a savepoint inside one) on a leased connection.

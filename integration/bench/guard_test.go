@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
@@ -13,26 +15,69 @@ import (
 // TestGuardedReadRoundTrips: a session read that needs a write no replica
 // is known to have (the monitor looks once an hour here, so what the
 // router knows of the replicas' replay is older than every write) costs
-// the pgx-native handle one round trip, as the same read costs a
+// the pgx-native handle the round trips the same read costs a
 // pgxpool.Pool of that replica: the replay check rides in the read's own
-// flight. (The database/sql driver checks first: two round trips.)
+// flight. A query and a batch of reads take one round trip, a read-only
+// transaction three (BEGIN with the check, the query, COMMIT). (The
+// database/sql driver checks first: one more.)
 func TestGuardedReadRoundTrips(t *testing.T) {
 	cluster.Need(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ep, proxies := countingEndpoints(t)
 	createTable(t, rtTable)
 	h := pinged(t, pgreplicapgx.New, ep.clusterDSN()+"&pgreplica_monitor_interval=1h&application_name=pgreplica_guard")
+	sel := "SELECT v FROM " + rtTable + " WHERE id = $1"
+	for _, read := range []struct {
+		name  string
+		trips int // pgxpool's
+		run   func(ctx context.Context, id int64) (string, error)
+	}{
+		{"query", 1, func(ctx context.Context, id int64) (v string, err error) {
+			return v, h.QueryRow(ctx, sel, id).Scan(&v)
+		}},
+		{"batch", 1, func(ctx context.Context, id int64) (v string, err error) {
+			b := &pgx.Batch{}
+			b.Queue(sel, id).QueryRow(func(r pgx.Row) error { return r.Scan(&v) })
+			b.Queue("SELECT 1")
+			return v, h.SendBatch(ctx, b).Close()
+		}},
+		{"read-only transaction", 3, func(ctx context.Context, id int64) (v string, err error) {
+			tx, err := h.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+			if err != nil {
+				return "", err
+			}
+			defer tx.Rollback(ctx)
+			if err := tx.QueryRow(ctx, sel, id).Scan(&v); err != nil {
+				return "", err
+			}
+			return v, tx.Commit(ctx)
+		}},
+	} {
+		t.Run(read.name, func(t *testing.T) {
+			per, counted := guardedRoundTrips(t, ctx, h, proxies, read.run)
+			t.Logf("guarded session %s: %.2f round trips over %d reads on connections used before (pgxpool: %d)", read.name, per, counted, read.trips)
+			if per != float64(read.trips) {
+				t.Errorf("a guarded %s made %.2f round trips, want %d (the check in the read's flight)", read.name, per, read.trips)
+			}
+		})
+	}
+}
+
+// guardedRoundTrips writes a row and reads it back through read, in a
+// session, once the replicas have replayed the write, and returns the
+// round trips per read. The first read on each connection opens it and
+// prepares the statements (pgxpool's first read on a connection does
+// too): rounds whose read used a connection no earlier read used are not
+// counted.
+func guardedRoundTrips(t *testing.T, ctx context.Context, h *pgreplicapgx.Pool, proxies []*countingProxy,
+	read func(context.Context, int64) (string, error)) (per float64, counted int) {
+	t.Helper()
 	sess := pgreplica.NewSession()
 	sctx := pgreplica.WithSession(ctx, sess)
 	insert := "INSERT INTO " + rtTable + " (v) VALUES ($1) RETURNING id"
-	sel := "SELECT v FROM " + rtTable + " WHERE id = $1"
-
-	// The first read on each connection opens it and prepares the
-	// statements (pgxpool's first read on a connection does too): rounds
-	// whose read used a connection no earlier read used are not counted.
 	const rounds, minCounted = 16, 8
-	trips, counted, fallbacks := 0, 0, h.Stat().FallbackReads
+	trips, fallbacks := 0, h.Stat().FallbackReads
 	seen := map[*proxiedConn]bool{}
 	for i := range rounds {
 		want := fmt.Sprint("guarded ", i)
@@ -50,8 +95,8 @@ func TestGuardedReadRoundTrips(t *testing.T) {
 		for k, p := range proxies {
 			before[k] = p.flightCounts()
 		}
-		var got string
-		if err := h.QueryRow(sctx, sel, id).Scan(&got); err != nil {
+		got, err := read(sctx, id)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if got != want {
@@ -74,15 +119,10 @@ func TestGuardedReadRoundTrips(t *testing.T) {
 	if counted < minCounted {
 		t.Fatalf("only %d of %d reads were on a connection used before; want at least %d", counted, rounds, minCounted)
 	}
-	s := h.Stat()
-	per := float64(trips) / float64(counted)
-	t.Logf("guarded session reads: %.2f round trips per read over %d reads on connections used before; %d replica reads, %d fallbacks", per, counted, s.ReplicaReads, s.FallbackReads-fallbacks)
-	if s.FallbackReads != fallbacks {
-		t.Errorf("%d reads fell back to the primary: the replicas had replayed the write", s.FallbackReads-fallbacks)
+	if n := h.Stat().FallbackReads - fallbacks; n != 0 {
+		t.Errorf("%d reads fell back to the primary: the replicas had replayed the write", n)
 	}
-	if per != 1 {
-		t.Errorf("a guarded read made %.2f round trips, want 1 (the check in the read's flight)", per)
-	}
+	return float64(trips) / float64(counted), counted
 }
 
 // awaitReplayed waits until node i has replayed lsn, asking it directly.
