@@ -57,6 +57,9 @@ const capacityBlock = 1024
 //     in µs, and ratio-cpu/write, pgreplica's over direct's. The
 //     background work of both handles (pgreplica's monitor probes the
 //     primary a few times a second) runs during both sides' turns.
+//   - ratio-cpu/write-paced, with direct-cpu-us/write-paced and
+//     pgreplica-cpu-us/write-paced: the same, over a second run of b.N
+//     writes per side with both sides paced at one rate (see pacedRate).
 //
 // CPU per write needs a few thousand writes per side to be more than
 // scheduler noise; with -benchtime 200x only the statements are exact.
