@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/puddle/v2"
+
+	"github.com/pgreplica/pgreplica/internal/pgxroute"
 )
 
 // Hedged reads: a replica that stops answering (a stalled disk, a hung VM)
@@ -101,7 +103,36 @@ const (
 type hedgeResult struct {
 	l    lease
 	rows driver.Rows
+	op   pgxroute.HedgeOp // the pgx handle's copy that ran
 	err  error
+}
+
+// hedgeWork is a read a hedge can send again: the driver's query, or the
+// operation of the pgx handle, which makes a fresh copy of itself for the
+// hedge and takes over that copy's results when it answers first.
+type hedgeWork struct {
+	query string
+	args  []driver.NamedValue
+	cls   stmtClass
+	op    pgxroute.HedgeOp // the pgx handle's; nil for the driver's query
+}
+
+// run sends the read on p: the query, or op (w.op or a copy of it).
+func (w *hedgeWork) run(ctx context.Context, p *physical, op pgxroute.HedgeOp) (driver.Rows, error) {
+	if w.op == nil {
+		return runQuery(ctx, p, w.query, w.args, w.cls)
+	}
+	p.note(w.cls)
+	return nil, op.Run(pgxConnOf(p))
+}
+
+// discard drops the results of an attempt that lost.
+func (w *hedgeWork) discard(rows driver.Rows, op pgxroute.HedgeOp) {
+	if op != nil {
+		op.Discard()
+		return
+	}
+	rows.Close()
 }
 
 // hedgeSlot is a connection's hedging state, made with its first hedgeable
@@ -126,9 +157,7 @@ type hedgeSlot struct {
 	c       *Connector
 	ctx     context.Context
 	pl      plan
-	query   string
-	args    []driver.NamedValue
-	cls     stmtClass
+	work    hedgeWork
 }
 
 // hedgeable reports whether a read on l may be hedged.
@@ -147,25 +176,26 @@ func (p *physical) slot() *hedgeSlot {
 	return p.hedge
 }
 
-// runHedged runs a query on the first lease and, if no answer came within
+// runHedged runs a read on the first lease and, if no answer came within
 // the hedge delay, also on another replica; it returns the lease and rows
-// of the attempt that answered first.
-func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, query string, args []driver.NamedValue, cls stmtClass) (lease, driver.Rows, error) {
+// of the attempt that answered first (for the pgx handle's operation, the
+// operation holds the results: a hedge's copy that won hands them over).
+func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
 	s := first.p.slot()
 	s.mu.Lock()
 	if s.busy {
 		// The last hedge from this connection is still cleaning up.
 		s.mu.Unlock()
-		rows, err := runQuery(ctx, first.p, query, args, cls)
+		rows, err := w.run(ctx, first.p, w.op)
 		return first, rows, err
 	}
 	s.state, s.waiting, s.second = hedgeArmed, false, nil
 	s.armedAt, s.delay = time.Now(), first.p.node.answers.hedgeDelay(c.cfg.HedgeDelay)
-	s.c, s.ctx, s.pl, s.query, s.args, s.cls = c, ctx, *pl, query, args, cls
+	s.c, s.ctx, s.pl, s.work = c, ctx, *pl, w
 	s.mu.Unlock()
 	s.timer.Reset(s.delay)
 
-	rows, err := runQuery(ctx, first.p, query, args, cls)
+	rows, err := w.run(ctx, first.p, w.op)
 	// Stopping the timer is not enough to know no hedge runs: a late run
 	// of an earlier read's timer may have sent one (see launch); the state
 	// says.
@@ -199,7 +229,7 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, query 
 		return first, rows, err
 	}
 	if err == nil {
-		rows.Close()
+		w.discard(rows, w.op)
 	}
 	first.release(errHedgeLost)
 	if state == hedgeSecondWon {
@@ -207,12 +237,15 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, query 
 		// reads away from it until a probe says it answers again.
 		first.p.node.markSuspect()
 	}
+	if w.op != nil {
+		w.op.Adopt(r.op)
+	}
 	return r.l, r.rows, nil
 }
 
 // forget drops the read's references (called with mu held).
 func (s *hedgeSlot) forget() {
-	s.c, s.ctx, s.pl, s.query, s.args = nil, nil, plan{}, "", nil
+	s.c, s.ctx, s.pl, s.work = nil, nil, plan{}, hedgeWork{}
 }
 
 // launch sends the hedge, on the timer's goroutine.
@@ -224,7 +257,7 @@ func (s *hedgeSlot) launch() {
 		s.mu.Unlock()
 		return
 	}
-	c, ctx, query, args, cls := s.c, s.ctx, s.query, s.args, s.cls
+	c, ctx, w := s.c, s.ctx, s.work
 	n := s.target()
 	if n == nil || !c.hedges.take(c.metrics.replicaReads.Load()) {
 		if n != nil {
@@ -254,14 +287,17 @@ func (s *hedgeSlot) launch() {
 			s.end(hedgeResult{err: errHedgeLost})
 			return
 		}
-		r.rows, err = runQuery(ctx, l.p, query, args, cls)
+		if w.op != nil {
+			r.op = w.op.Clone()
+		}
+		r.rows, err = w.run(ctx, l.p, r.op)
 	}
 	s.mu.Lock()
 	switch {
 	case s.state == hedgeFirstWon:
 		s.mu.Unlock()
 		if err == nil {
-			r.rows.Close()
+			w.discard(r.rows, r.op)
 		}
 		if l.p != nil {
 			l.release(errHedgeLost)

@@ -125,8 +125,12 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 				return pl, nil
 			}
 		}
-		// Not hedged (it has an op): op hands its results to the caller.
-		pl.l, err = c.route(ctx, &pl.pl, &statement{query: query}, func(_ context.Context, p *physical) error {
+		// A query's op may be hedged; it holds the results for the caller.
+		st := &statement{query: query, cls: cls}
+		if h, ok := op.(pgxroute.HedgeOp); ok && req.Kind == pgxroute.Query {
+			st.hedge = h
+		}
+		pl.l, err = c.route(ctx, &pl.pl, st, func(_ context.Context, p *physical) error {
 			p.note(cls)
 			return op.Run(pgxConnOf(p))
 		})

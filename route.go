@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/puddle/v2"
+
+	"github.com/pgreplica/pgreplica/internal/pgxroute"
 )
 
 // The execution path: everything a plan needs done, once for Exec, Query
@@ -58,6 +60,9 @@ type statement struct {
 	args  []driver.NamedValue
 	cls   stmtClass
 	rows  driver.Rows
+	// hedge is the pgx handle's operation when it may be hedged (route's
+	// op then runs it unhedged).
+	hedge pgxroute.HedgeOp
 }
 
 // runQuery runs a query on p.
@@ -86,10 +91,10 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 			return lease{}, err
 		}
 		switch {
+		case (op == nil || st.hedge != nil) && c.hedgeable(pl, &l):
+			l, st.rows, err = c.runHedged(ctx, pl, l, hedgeWork{query: st.query, args: st.args, cls: st.cls, op: st.hedge})
 		case op != nil:
 			err = op(ctx, l.p)
-		case c.hedgeable(pl, &l):
-			l, st.rows, err = c.runHedged(ctx, pl, l, st.query, st.args, st.cls)
 		default:
 			st.rows, err = runQuery(ctx, l.p, st.query, st.args, st.cls)
 		}

@@ -41,6 +41,27 @@ type rows struct {
 // Run runs the query on c and reads to its first row (pgxroute.Op).
 func (r *rows) Run(c *pgx.Conn) error { return r.start(r.ctx, c, r.sql, r.args) }
 
+// Clone is a fresh copy of the query, for a hedge (pgxroute.HedgeOp).
+func (r *rows) Clone() pgxroute.HedgeOp { return &rows{ctx: r.ctx, sql: r.sql, args: r.args} }
+
+// Adopt takes over the results of a copy that answered first.
+func (r *rows) Adopt(winner pgxroute.HedgeOp) {
+	w := winner.(*rows)
+	r.Rows, r.peeked, r.batch = w.Rows, w.peeked, w.batch
+}
+
+// Discard drops the results of an attempt that lost: its connection is
+// closed, not given back.
+func (r *rows) Discard() {
+	if r.Rows != nil {
+		r.Rows.Close()
+	}
+	if r.batch != nil {
+		r.batch.Close()
+	}
+	r.Rows, r.peeked, r.batch = nil, false, nil
+}
+
 // RunGuarded is startGuarded (pgxroute.GuardedOp).
 func (r *rows) RunGuarded(c *pgx.Conn, need uint64) (uint64, error) {
 	return r.startGuarded(r.ctx, c, r.sql, r.args, need)
@@ -189,4 +210,5 @@ var (
 	_ pgx.Row  = errRow{}
 
 	_ pgxroute.GuardedOp = (*rows)(nil)
+	_ pgxroute.HedgeOp   = (*rows)(nil)
 )

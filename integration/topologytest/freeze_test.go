@@ -2,14 +2,15 @@ package topologytest
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
 
 // TestFrozenReplica: one replica stops answering (every process of it
@@ -21,18 +22,18 @@ import (
 // monitor marks the replica down within its probe timeout; hedges stay
 // within their budget; after the thaw the replica serves reads again.
 func TestFrozenReplica(t *testing.T) {
-	for _, inner := range []string{"pgx", "pq"} {
-		t.Run(inner, func(t *testing.T) {
+	for _, front := range []string{"pgx", "pq", "pgreplicapgx"} {
+		t.Run(front, func(t *testing.T) {
 			c := startCluster(t, integration.Options{})
-			db, cn := open(t, c, "pgreplica_driver="+inner, "pgreplica_default=eventual")
 			ctx := testCtx(t, 2*time.Minute)
+			read, cn := frontDoor(t, c, front, "pgreplica_default=eventual")
 			const frozen = 1
 			readers, phase := 8, 2*time.Second
 			if longMode() {
 				phase = 6 * time.Second
 			}
 
-			before := readFor(ctx, db, c, readers, phase)
+			before := readFor(ctx, read, readers, phase)
 			if before.failed > 0 || before.served[frozen] == 0 {
 				t.Fatalf("before the freeze: %s", before)
 			}
@@ -46,7 +47,7 @@ func TestFrozenReplica(t *testing.T) {
 			var downAfter time.Duration
 			var during phaseResult
 			var wg sync.WaitGroup
-			wg.Go(func() { during = readFor(ctx, db, c, readers, phase) })
+			wg.Go(func() { during = readFor(ctx, read, readers, phase) })
 			wg.Go(func() {
 				wctx, cancel := within(ctx, phase)
 				defer cancel()
@@ -94,7 +95,7 @@ func TestFrozenReplica(t *testing.T) {
 			wctx, cancel := within(ctx, 30*time.Second)
 			defer cancel()
 			if err := waitFor(wctx, "the thawed replica to serve reads", func() (bool, string) {
-				i, err := servedBy(wctx, db, c)
+				i, err := read(wctx)
 				return err == nil && i == frozen, fmt.Sprintf("node %d, %v; %s", i, err, describe(status(t, cn, c, frozen)))
 			}); err != nil {
 				t.Fatal(err)
@@ -126,9 +127,36 @@ func (r phaseResult) String() string {
 	return fmt.Sprintf("%s p99=%v served=%v failed=%d (%v)", durStats(r.lat), r.p99().Round(time.Millisecond), r.served, r.failed, r.firstErr)
 }
 
+// frontDoor opens the cluster through the database/sql driver over an
+// inner driver ("pgx", "pq") or through the pgx-native handle
+// ("pgreplicapgx"), and returns a read that says which node served it.
+func frontDoor(t *testing.T, c *integration.Cluster, front string, params ...string) (func(context.Context) (int, error), *pgreplica.Connector) {
+	t.Helper()
+	if front != "pgreplicapgx" {
+		db, cn := open(t, c, append([]string{"pgreplica_driver=" + front}, params...)...)
+		return func(ctx context.Context) (int, error) { return servedBy(ctx, db, c) }, cn
+	}
+	dsn := c.DSN() + "&application_name=" + appName(t)
+	for _, p := range params {
+		dsn += "&" + p
+	}
+	pool, err := pgreplicapgx.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return func(ctx context.Context) (int, error) {
+		var port int
+		if err := pool.QueryRow(ctx, "SELECT inet_server_port()").Scan(&port); err != nil {
+			return -1, err
+		}
+		return c.NodeAt(port), nil
+	}, pool.Connector()
+}
+
 // readFor runs readers goroutines reading for d, each read with a 1 s
 // deadline, and collects their latencies and where they ran.
-func readFor(ctx context.Context, db *sql.DB, c *integration.Cluster, readers int, d time.Duration) phaseResult {
+func readFor(ctx context.Context, read func(context.Context) (int, error), readers int, d time.Duration) phaseResult {
 	var mu sync.Mutex
 	res := phaseResult{served: map[int]int{}}
 	end := time.Now().Add(d)
@@ -138,7 +166,7 @@ func readFor(ctx context.Context, db *sql.DB, c *integration.Cluster, readers in
 			for time.Now().Before(end) && ctx.Err() == nil {
 				rctx, cancel := context.WithTimeout(ctx, time.Second)
 				start := time.Now()
-				i, err := servedBy(rctx, db, c)
+				i, err := read(rctx)
 				took := time.Since(start)
 				cancel()
 				mu.Lock()

@@ -74,6 +74,17 @@ type GuardedOp interface {
 	RunGuarded(c *pgx.Conn, need uint64) (replayed uint64, err error)
 }
 
+// HedgeOp is the Op of a Query whose read may also be sent to a second
+// replica when the first is slow to answer (a hedged read): Clone makes a
+// fresh copy for the hedge, Adopt takes over the results of a copy that
+// answered first, Discard drops the results of an attempt that lost.
+type HedgeOp interface {
+	Op
+	Clone() HedgeOp
+	Adopt(winner HedgeOp)
+	Discard()
+}
+
 // ErrBehind is RunGuarded's answer for a replica that has not replayed the
 // read's position yet.
 var ErrBehind = errors.New("pgxroute: the replica has not replayed the read's position")
