@@ -390,11 +390,21 @@ func (c *Connector) futile(pl *plan) bool {
 			return false
 		}
 		ready := passed.Add(v.status.applyDelay)
-		// The rate predicts only while replay is the bottleneck (WAL
-		// received and waiting): a replica that replays what it gets
-		// at once shows the primary's write rate, not its own speed.
-		if behind := pl.need - min(pl.need, LSN(v.n.replay.Load())); behind > 0 && v.status.replayRate > 0 && v.status.receive > v.status.lsn {
-			if r := now.Add(time.Duration(float64(behind) / v.status.replayRate * float64(time.Second))); r.After(ready) {
+		// The rate predicts only while replay is the bottleneck (a
+		// backlog of WAL received and waiting, rateBacklog or more): a
+		// replica that replays what it gets at once shows the primary's
+		// write rate, not its own speed, and a few records in flight
+		// are no backlog. It
+		// has replayed since the probe that saw it behind: the
+		// prediction runs from that probe, not from now (on a loaded
+		// machine probes come late, and a replica that has long caught
+		// up would be given up on without a look).
+		if behind := pl.need - min(pl.need, LSN(v.n.replay.Load())); behind > 0 && v.status.replayRate > 0 && v.status.receive >= v.status.lsn+rateBacklog {
+			sampled := v.status.at
+			if sampled.IsZero() {
+				sampled = now
+			}
+			if r := sampled.Add(time.Duration(float64(behind) / v.status.replayRate * float64(time.Second))); r.After(ready) {
 				ready = r
 			}
 		}
@@ -404,6 +414,11 @@ func (c *Connector) futile(pl *plan) bool {
 	}
 	return true
 }
+
+// rateBacklog is the least backlog of received WAL for which a replica's
+// replay rate predicts its catch-up (see futile). Less is replayed in
+// milliseconds by any replica, whatever rate sparse writes made it show.
+const rateBacklog = 1 << 20
 
 // awaitReplica polls the eligible replicas, each on the connection that
 // will run the query, until one has replayed pl.need or the plan's

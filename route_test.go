@@ -91,14 +91,16 @@ func TestFutileWaitPrediction(t *testing.T) {
 	now := time.Now()
 	budget := 150 * time.Millisecond
 	cases := []struct {
-		name     string
-		delay    time.Duration
-		rate     float64
-		paused   bool
-		backlog  bool // WAL received and not replayed at the last probe
-		need     LSN
-		passedAt time.Duration // how long ago the primary passed need (0: not yet sampled)
-		futile   bool
+		name         string
+		delay        time.Duration
+		rate         float64
+		paused       bool
+		backlog      bool          // WAL received and not replayed at the last probe
+		sampled      time.Duration // how long ago the replica was probed
+		smallBacklog bool          // the backlog is 352 bytes
+		need         LSN
+		passedAt     time.Duration // how long ago the primary passed need (0: not yet sampled)
+		futile       bool
 	}{
 		{name: "apply delay beyond the budget", delay: 300 * time.Millisecond, need: 5000, futile: true},
 		{name: "apply delay within the budget", delay: 100 * time.Millisecond, need: 5000},
@@ -106,6 +108,8 @@ func TestFutileWaitPrediction(t *testing.T) {
 		{name: "idle replica: no rate, no prediction", need: 5000},
 		{name: "far behind at its replay rate", rate: 1 << 20, backlog: true, need: 10 << 20, futile: true},
 		{name: "a little behind at its replay rate", rate: 1 << 20, backlog: true, need: 2000},
+		{name: "far behind at its replay rate when probed long enough ago to have caught up", rate: 1 << 20, backlog: true, sampled: 20 * time.Second, need: 10 << 20},
+		{name: "a few records in flight are no backlog, whatever the rate", rate: 1000, backlog: true, smallBacklog: true, need: 5000},
 		{name: "a slow rate without a backlog is the primary's, not the replica's", rate: 100, need: 5000},
 		{name: "paused: it may have resumed", delay: time.Hour, paused: true, need: 5000},
 	}
@@ -117,9 +121,12 @@ func TestFutileWaitPrediction(t *testing.T) {
 			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
 			st := &top.nodes[1].status
 			st.applyDelay, st.replayRate, st.paused = tc.delay, tc.rate, tc.paused
-			st.lsn = 1000
+			st.lsn, st.at = 1000, now.Add(-tc.sampled)
 			if tc.backlog {
 				st.receive = 20 << 20
+			}
+			if tc.smallBacklog {
+				st.receive = st.lsn + 352
 			}
 			pl := plan{topo: top, need: tc.need, deadline: now.Add(budget)}
 			if got := c.futile(&pl); got != tc.futile {
