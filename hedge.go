@@ -362,15 +362,17 @@ func (s *hedgeSlot) target() *node {
 // could serve the read and n has no idle connection, it waits no longer
 // than n's hedge delay for a new one: a frozen server accepts the TCP
 // connection and never answers its startup, and the read would wait for
-// it until its deadline. The dial goes on in the pool's background.
+// it until its deadline. The dial goes on in the pool's background. The
+// health check of an idle connection gets no longer either.
 func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
 	if !others || c.cfg.HedgeDelay <= 0 {
 		return n.pool.acquire(ctx)
 	}
-	if res, ok := n.pool.tryAcquire(ctx); ok {
+	delay := n.answers.hedgeDelay(c.cfg.HedgeDelay)
+	if res, ok := n.pool.tryAcquire(ctx, delay); ok {
 		return res, nil
 	}
-	actx, cancel := context.WithTimeout(ctx, n.answers.hedgeDelay(c.cfg.HedgeDelay))
+	actx, cancel := context.WithTimeout(ctx, delay)
 	defer cancel()
 	return n.pool.acquire(actx)
 }

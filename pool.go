@@ -72,6 +72,7 @@ type hostPool struct {
 	maxLifetime      time.Duration
 	maxIdle          time.Duration
 	healthCheckAfter time.Duration
+	pingTimeout      time.Duration // of the health check; ProbeTimeout
 	// password is masked in connection errors (see redactErr).
 	password string
 
@@ -89,6 +90,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 		maxLifetime:      cfg.ConnMaxLifetime,
 		maxIdle:          cfg.ConnMaxIdleTime,
 		healthCheckAfter: cfg.HealthCheckAfter,
+		pingTimeout:      cfg.ProbeTimeout,
 		password:         cfg.Password,
 		all:              make(map[*physical]struct{}),
 	}
@@ -148,7 +150,7 @@ func (hp *hostPool) acquireChecked(ctx context.Context, checkSocket bool) (*pudd
 			err = nameResolveFailure(hp.node.host.Addr, redactErr(err, hp.password))
 			return nil, fmt.Errorf("pgreplica: connect to %w", newHostError(hp.node.name, err))
 		}
-		if !hp.usable(ctx, res, checkSocket) {
+		if !hp.usable(ctx, res, checkSocket, hp.pingTimeout) {
 			res.Destroy()
 			continue
 		}
@@ -157,14 +159,15 @@ func (hp *hostPool) acquireChecked(ctx context.Context, checkSocket bool) (*pudd
 }
 
 // tryAcquire returns an idle healthy connection if there is one at once
-// (a new one is then dialed in the background, if the pool may grow).
-func (hp *hostPool) tryAcquire(ctx context.Context) (*puddle.Resource[*physical], bool) {
+// (a new one is then dialed in the background, if the pool may grow). The
+// health check of a connection that sat idle gives up after pingLimit.
+func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*puddle.Resource[*physical], bool) {
 	for {
 		res, err := hp.pool.TryAcquire(ctx)
 		if err != nil {
 			return nil, false
 		}
-		if !hp.usable(ctx, res, false) {
+		if !hp.usable(ctx, res, false, pingLimit) {
 			res.Destroy()
 			continue
 		}
@@ -187,7 +190,7 @@ func (hp *hostPool) claim(res *puddle.Resource[*physical]) (*puddle.Resource[*ph
 	return res, nil
 }
 
-func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], checkSocket bool) bool {
+func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], checkSocket bool, pingLimit time.Duration) bool {
 	if hp.maxLifetime > 0 && time.Since(res.CreationTime()) > hp.maxLifetime {
 		return false
 	}
@@ -207,11 +210,24 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 		return false
 	}
 	if hp.healthCheckAfter >= 0 && res.IdleDuration() > hp.healthCheckAfter {
-		if p, ok := c.(driver.Pinger); ok && p.Ping(ctx) != nil {
+		if p, ok := c.(driver.Pinger); ok && ping(ctx, res.Value(), p, pingLimit) != nil {
+			hp.node.poke() // the monitor may not know yet
 			return false
 		}
 	}
 	return true
+}
+
+// ping checks a connection that sat idle, for no longer than limit and
+// ctx allow. The bound is enforced by closing the connection's socket: an
+// inner driver may wait for a frozen server past its context (lib/pq
+// blocks in its read, and its cancel request goes unanswered).
+func ping(ctx context.Context, p *physical, pinger driver.Pinger, limit time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	stop := context.AfterFunc(pctx, func() { p.socks.close() })
+	defer stop()
+	return pinger.Ping(pctx)
 }
 
 // release gives a connection back. A connection that failed in a way that
