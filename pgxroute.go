@@ -115,7 +115,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		}
 		pl.l = l
 	default:
-		if g, ok := op.(pgxroute.GuardedOp); ok && (req.Kind == pgxroute.Query || req.Kind == pgxroute.Batch || req.Kind == pgxroute.ReadOnlyTx) {
+		if g, ok := op.(pgxroute.GuardedOp); ok && guardable(req.Kind) {
 			l, ok, err := c.guardedRead(ctx, &pl.pl, cls, g)
 			if err != nil {
 				return nil, err
@@ -139,6 +139,12 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		}
 	}
 	return pl, nil
+}
+
+// guardable reports whether a request of kind k may carry its freshness
+// check in its own flight (GuardedOp): the reads a replica serves.
+func guardable(k pgxroute.Kind) bool {
+	return k == pgxroute.Query || k == pgxroute.Batch || k == pgxroute.ReadOnlyTx
 }
 
 // guardedRead serves a read that needs a position no replica is known to

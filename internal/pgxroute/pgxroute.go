@@ -64,11 +64,11 @@ type OpFunc func(c *pgx.Conn) error
 func (f OpFunc) Run(c *pgx.Conn) error { return f(c) }
 
 // GuardedOp is the Op of a Query, a Batch or a ReadOnlyTx that can also
-// run in the same flight as a check that the replica has replayed need: the router uses
-// RunGuarded on a replica whose known replay position cannot prove it
-// fresh, instead of a check of its own before the query (a round trip).
-// It returns the replay position the check read, and ErrBehind (having
-// run nothing the caller sees) when it is below need.
+// run in the same flight as a check that the replica has replayed need.
+// The router uses RunGuarded on a replica whose known replay position
+// cannot prove it fresh, instead of a check of its own before the read (a
+// round trip). It returns the replay position the check read, and
+// ErrBehind (having run nothing the caller sees) when it is below need.
 type GuardedOp interface {
 	Op
 	RunGuarded(c *pgx.Conn, need uint64) (replayed uint64, err error)
