@@ -138,6 +138,18 @@ func TestConsistency(t *testing.T) {
 			if n := len(rep.Violations); n > 0 {
 				t.Errorf("%d consistency violations through pgreplica (details above)", n)
 			}
+			if o.Target == TargetPgx {
+				batches := 0
+				for _, op := range rep.History.Ops {
+					if op.Path == pathBatch {
+						batches++
+					}
+				}
+				if batches == 0 {
+					t.Errorf("no read went through a pgx batch")
+				}
+				t.Logf("%d reads in pgx batches", batches)
+			}
 			// Reads that lost their connection to a killed replica are
 			// tolerated (KillErrors); any other failure is not.
 			if rep.Errors > 0 {

@@ -19,6 +19,7 @@ const (
 	pathTx        = "tx"        // UPDATE in a read-write transaction
 	pathQuery     = "query"     // SELECT through QueryRowContext
 	pathReadTx    = "ro-tx"     // SELECT in a read-only transaction
+	pathBatch     = "batch"     // SELECT in a pgx batch of reads (TargetPgx only)
 )
 
 // opTimeout bounds one operation; the driver's wait budget is far lower,

@@ -48,7 +48,7 @@ type Op struct {
 	Session, Seq int
 	Kind         OpKind
 	// Path is how it ran: for a write "exec", "returning" or "tx"; for a
-	// read "query" or "ro-tx".
+	// read "query", "ro-tx" or, through the pgx-native handle, "batch".
 	Path string
 	// Role is why the workload made it: "write", "own-now" (a read of the
 	// row just written), "own-later" (a read of one of the session's rows

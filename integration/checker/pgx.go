@@ -12,7 +12,8 @@ import (
 )
 
 // TargetPgx's paths: the same statements as the database/sql paths, through
-// the pgx-native handle's Exec, QueryRow and transactions.
+// the pgx-native handle's Exec, QueryRow and transactions, and reads in a
+// batch (pathBatch), which the database/sql paths have no equivalent of.
 
 // openPgx opens the handle of TargetPgx and checks it answers.
 func openPgx(ctx context.Context, dsn string) (*pgreplicapgx.Pool, error) {
@@ -76,6 +77,11 @@ func (c *client) readPgx(ctx context.Context, key Key, path string, dest ...any)
 			return errors.Join(err, tx.Rollback(ctx))
 		}
 		return tx.Commit(ctx)
+	case pathBatch:
+		b := &pgx.Batch{}
+		b.Queue(c.st.read, key.Owner, key.N).QueryRow(func(r pgx.Row) error { return r.Scan(dest...) })
+		b.Queue("SELECT 1")
+		return p.SendBatch(ctx, b).Close()
 	}
 	return fmt.Errorf("checker: unknown read path %q", path)
 }

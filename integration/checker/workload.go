@@ -140,8 +140,11 @@ func (s *loop) idle(ctx context.Context) error {
 func (s *loop) round(ctx context.Context, round int) error {
 	c := s.c
 	readPath := pathQuery
-	if round%4 == 3 {
+	switch {
+	case round%4 == 3:
 		readPath = pathReadTx
+	case round%4 == 1 && c.r.pgx != nil:
+		readPath = pathBatch
 	}
 	write := s.rng.IntN(2) == 0 && len(s.refresh) == 0
 	if write {
