@@ -84,6 +84,7 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []dr
 		return nil, err
 	}
 	if cls.sessionState {
+		l.watch.end() // the statement is over; the connection stays
 		cn.pinned = &l
 	} else {
 		l.release(nil)
@@ -132,6 +133,7 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 	}
 	rows := st.rows
 	if cls.sessionState {
+		l.watch.end() // the connection outlives the statement's context
 		cn.pinned = &l
 		return cn.stickyRows(&pl, l.p, rows), nil
 	}

@@ -30,11 +30,15 @@ type lease struct {
 	known LSN
 	// start is when the statement was about to be sent.
 	start time.Time
+	// watch gives up on the statement once its context ended (lib/pq
+	// only; see deadlineWatch).
+	watch *deadlineWatch
 }
 
 // release gives the connection back (closing it when err says it is
 // broken) and frees the fallback slot.
 func (l *lease) release(err error) {
+	l.watch.end()
 	l.p.node.inflight.Add(-1)
 	l.p.node.pool.release(l.res, err)
 	if l.slot {
@@ -85,6 +89,11 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 		l, err := c.acquire(ctx, pl)
 		if err != nil {
 			return lease{}, err
+		}
+		if c.cfg.Driver == DriverPq {
+			// The statement and its rows end with the lease (route serves
+			// statements outside transactions and pinned connections).
+			l.watch = watchDeadline(ctx, l.p, c.cfg.ProbeTimeout)
 		}
 		if err := convertArgs(l.p.conn, st.args); err != nil {
 			l.release(nil)
