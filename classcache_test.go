@@ -29,3 +29,26 @@ func BenchmarkClassifyCachedLong(b *testing.B) {
 		cc.classify(long)
 	}
 }
+
+// TestClassCacheByAddress: a text is classified as itself wherever it
+// lies: the same text at another address, and texts of the same length
+// built in one buffer (an entry keeps its text alive, so its address is
+// never another text's, and a slot shared by two texts compares them).
+func TestClassCacheByAddress(t *testing.T) {
+	var cc classCache
+	buf := []byte("SELECT v FROM t")
+	read := string(buf)
+	copy(buf, "DELETE FROM t  ") // the same length
+	write := string(buf)
+	again := strings.Clone(read)
+	for range 2 {
+		for _, q := range []string{read, write, again} {
+			if got, want := cc.classify(q), classify(q); got != want {
+				t.Fatalf("cached %q: %+v, want %+v", q, got, want)
+			}
+		}
+	}
+	if n := cc.size.Load(); n != 2 {
+		t.Errorf("cache holds %d statements, want 2", n)
+	}
+}

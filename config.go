@@ -68,8 +68,10 @@ type Config struct {
 	// for its replica's first answer before it is also sent to another
 	// replica that satisfies it (a hedge; the first answer wins, the other
 	// is cancelled). The delay used is the larger of this and what that
-	// replica's recent answers predict; default 50ms. A negative value
-	// disables hedging.
+	// replica's recent answers predict; default 50ms. The hedge goes out
+	// up to HedgeDelay/4 after that (the reads in flight are looked at
+	// that often, not timed one by one). A negative value disables
+	// hedging.
 	HedgeDelay time.Duration
 	// MaxHedgePercent bounds hedges to this percentage of replica reads
 	// (with a burst of a few), so a slow cluster is not doubled in load;

@@ -56,8 +56,9 @@ type Connector struct {
 	warnedHidden, warnedDenied atomic.Bool
 	// fallbackSlots bounds concurrent reads that fell back to the primary.
 	fallbackSlots chan struct{}
-	// hedges bounds hedged reads (hedge.go).
-	hedges *hedgeBudget
+	// hedges bounds hedged reads (hedge.go); hedgeWatch sends them.
+	hedges     *hedgeBudget
+	hedgeWatch *hedgeWatch
 
 	startOnce sync.Once
 	cancel    context.CancelFunc
@@ -90,6 +91,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	c.mon = newMonitor(c)
 	c.fallbackSlots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
 	c.hedges = newHedgeBudget(cfg.MaxHedgePercent)
+	c.hedgeWatch = newHedgeWatch(cfg.HedgeDelay)
 	c.probe = func(ctx context.Context, n *node) *nodeStatus { return n.probe(ctx) }
 	c.picker = cmp.Or(cfg.Picker, newPicker(cfg.Policy))
 	for i, h := range cfg.Hosts {
@@ -146,6 +148,13 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 			defer c.wg.Done()
 			c.mon.run(mctx)
 		}()
+		if c.cfg.HedgeDelay > 0 {
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				c.hedgeWatch.run(mctx, c)
+			}()
+		}
 	})
 	select {
 	case <-c.mon.ready:

@@ -136,13 +136,17 @@ func (w *hedgeWork) discard(rows driver.Rows, op pgxroute.HedgeOp) {
 }
 
 // hedgeSlot is a connection's hedging state, made with its first hedgeable
-// read and reused by every later one: arming a hedge costs a timer reset
-// and a copy of the plan, no allocation. Only one read at a time uses a
+// read and reused by every later one: arming a hedge costs a store of its
+// due time and a copy of the plan, no allocation; the connector's
+// hedgeWatch launches it when due. Only one read at a time uses a
 // connection; busy keeps a hedge that is still cleaning up after its
 // read ended from being armed over.
 type hedgeSlot struct {
 	first *physical
-	timer *time.Timer // runs launch; stopped between reads
+	watch *hedgeWatch
+	// due is when the armed read's hedge is due, on the watch's clock;
+	// 0 when none is (the read ended, or the watch took it).
+	due atomic.Int64
 
 	mu      sync.Mutex
 	state   hedgeState
@@ -151,7 +155,7 @@ type hedgeSlot struct {
 	second  *physical
 	done    chan hedgeResult // the hedge's outcome when the caller waits (cap 1)
 
-	// The read, copied when armed (launch runs on the timer's goroutine).
+	// The read, copied when armed (launch runs on a goroutine of its own).
 	armedAt time.Time
 	delay   time.Duration
 	c       *Connector
@@ -166,14 +170,13 @@ func (c *Connector) hedgeable(pl *plan, l *lease) bool {
 }
 
 // slot returns p's hedge slot, making it on first use.
-func (p *physical) slot() *hedgeSlot {
-	if p.hedge == nil {
-		s := &hedgeSlot{first: p, done: make(chan hedgeResult, 1)}
-		s.timer = time.AfterFunc(time.Hour, s.launch)
-		s.timer.Stop()
-		p.hedge = s
+func (p *physical) slot(w *hedgeWatch) *hedgeSlot {
+	s := p.hedge.Load()
+	if s == nil {
+		s = &hedgeSlot{first: p, watch: w, done: make(chan hedgeResult, 1)}
+		p.hedge.Store(s)
 	}
-	return p.hedge
+	return s
 }
 
 // runHedged runs a read on the first lease and, if no answer came within
@@ -181,7 +184,7 @@ func (p *physical) slot() *hedgeSlot {
 // of the attempt that answered first (for the pgx handle's operation, the
 // operation holds the results: a hedge's copy that won hands them over).
 func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
-	s := first.p.slot()
+	s := first.p.slot(c.hedgeWatch)
 	s.mu.Lock()
 	if s.busy {
 		// The last hedge from this connection is still cleaning up.
@@ -190,16 +193,17 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedg
 		return first, rows, err
 	}
 	s.state, s.waiting, s.second = hedgeArmed, false, nil
-	s.armedAt, s.delay = time.Now(), first.p.node.answers.hedgeDelay(c.cfg.HedgeDelay)
+	s.armedAt, s.delay = first.start, first.p.node.answers.hedgeDelay(c.cfg.HedgeDelay)
 	s.c, s.ctx, s.pl, s.work = c, ctx, *pl, w
 	s.mu.Unlock()
-	s.timer.Reset(s.delay)
+	s.due.Store(int64(first.start.Sub(s.watch.epoch) + s.delay))
+	s.watch.armed()
 
 	rows, err := w.run(ctx, first.p, w.op)
-	// Stopping the timer is not enough to know no hedge runs: a late run
-	// of an earlier read's timer may have sent one (see launch); the state
-	// says.
-	s.timer.Stop()
+	// Clearing the due time is not enough to know no hedge runs: the
+	// watch may have taken it already, or a late launch for an earlier
+	// read may have sent one (see launch); the state says.
+	s.due.Store(0)
 	s.mu.Lock()
 	state := s.state
 	switch {
@@ -248,12 +252,12 @@ func (s *hedgeSlot) forget() {
 	s.c, s.ctx, s.pl, s.work = nil, nil, plan{}, hedgeWork{}
 }
 
-// launch sends the hedge, on the timer's goroutine.
+// launch sends the hedge, on a goroutine of its own (hedgeWatch).
 func (s *hedgeSlot) launch() {
 	s.mu.Lock()
 	if s.state != hedgeArmed || time.Since(s.armedAt) < s.delay {
-		// Its read ended, or this is a late run of an earlier read's
-		// timer, which the next read on the connection re-armed.
+		// Its read ended, or this is a late launch for an earlier read,
+		// and the next read on the connection armed the slot again.
 		s.mu.Unlock()
 		return
 	}

@@ -161,7 +161,7 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 		pl.fresh.without(pl.tried) != 0 || c.futile(pl) {
 		return lease{}, false, nil
 	}
-	start := time.Now()
+	start := pl.at // route's wait runs from there too (acquire)
 	l, need, ok := c.leaseUnproven(ctx, pl)
 	if !ok {
 		return lease{}, false, ctx.Err()

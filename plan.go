@@ -55,6 +55,9 @@ type plan struct {
 	preferSince        time.Time
 	lastReadBound      LSN
 	lastReadBoundKnown bool
+	// at is when the plan was made: a read that waited for nothing since
+	// measures its wait from it, without reading the clock again.
+	at time.Time
 }
 
 // decide turns a statement into a plan: a pure function of the topology
@@ -67,6 +70,7 @@ func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process p
 		read:     cls.read,
 		capture:  !cls.read && !cls.noWAL,
 		deadline: now.Add(cfg.WaitBudget),
+		at:       now,
 		fallback: req.fallbackOr(cfg.Fallback),
 		staleLag: cfg.StaleFallbackLag,
 		zone:     cfg.Zone,

@@ -25,8 +25,9 @@ type physical struct {
 	asyncCommit bool
 	// wire is what the router needs beyond database/sql's interfaces.
 	wire wire
-	// hedge is the connection's hedging state, once a read used it.
-	hedge *hedgeSlot
+	// hedge is the connection's hedging state, once a read used it
+	// (atomic: the connector's hedgeWatch looks at it).
+	hedge atomic.Pointer[hedgeSlot]
 
 	// owner says who holds the connection: the pool (ownerPool), a
 	// borrower (ownerBorrower, set by acquire), or, once Close took it from

@@ -154,12 +154,13 @@ func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
 	if pl.onPrimary {
 		return c.leasePrimary(ctx, pl.topo, false)
 	}
+	start := pl.at
 	if pl.pending != 0 {
 		if l, ok, err := c.readAfterWrite(ctx, pl); ok || err != nil {
 			return l, err
 		}
+		start = time.Now()
 	}
-	start := time.Now()
 	first := pl.tried == 0
 	l, err := c.leaseReplica(ctx, pl)
 	if first && pl.tokened() {
