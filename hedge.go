@@ -136,21 +136,28 @@ func (w *hedgeWork) discard(rows driver.Rows, op pgxroute.HedgeOp) {
 }
 
 // hedgeSlot is a connection's hedging state, made with its first hedgeable
-// read and reused by every later one: arming a hedge costs a store of its
-// due time and a copy of the plan, no allocation; the connector's
-// hedgeWatch launches it when due. Only one read at a time uses a
-// connection; busy keeps a hedge that is still cleaning up after its
-// read ended from being armed over.
+// read and reused by every later one: arming a hedge costs a copy of the
+// plan and one atomic store of its due time, no allocation; the
+// connector's hedgeWatch launches it when due. Only one read at a time
+// uses a connection.
+//
+// due is the handshake: the read publishes its fields by storing it, and
+// whoever takes it back to 0 first owns the rest. The read, when its
+// answer came first (the usual case, no lock); the watch otherwise, which
+// sets busy before it tries and launches the hedge, and from then on the
+// state (under mu) says who won. While busy is set (a launch is to come,
+// runs or cleans up) the connection's reads are not armed, so a launch
+// never sees a later read's fields.
 type hedgeSlot struct {
 	first *physical
 	watch *hedgeWatch
 	// due is when the armed read's hedge is due, on the watch's clock;
 	// 0 when none is (the read ended, or the watch took it).
-	due atomic.Int64
+	due  atomic.Int64
+	busy atomic.Bool
 
 	mu      sync.Mutex
 	state   hedgeState
-	busy    bool // launch runs
 	waiting bool // the caller waits for done
 	second  *physical
 	done    chan hedgeResult // the hedge's outcome when the caller waits (cap 1)
@@ -185,25 +192,28 @@ func (p *physical) slot(w *hedgeWatch) *hedgeSlot {
 // operation holds the results: a hedge's copy that won hands them over).
 func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
 	s := first.p.slot(c.hedgeWatch)
-	s.mu.Lock()
-	if s.busy {
-		// The last hedge from this connection is still cleaning up.
-		s.mu.Unlock()
+	if s.busy.Load() {
+		// The last hedge from this connection is still to come, runs or
+		// cleans up.
 		rows, err := w.run(ctx, first.p, w.op)
 		return first, rows, err
 	}
+	// No launch runs, and none starts before due is stored: the fields
+	// are the read's own.
 	s.state, s.waiting, s.second = hedgeArmed, false, nil
 	s.armedAt, s.delay = first.start, first.p.node.answers.hedgeDelay(c.cfg.HedgeDelay)
 	s.c, s.ctx, s.pl, s.work = c, ctx, *pl, w
-	s.mu.Unlock()
-	s.due.Store(int64(first.start.Sub(s.watch.epoch) + s.delay))
+	due := int64(first.start.Sub(s.watch.epoch) + s.delay)
+	s.due.Store(due)
 	s.watch.armed()
 
 	rows, err := w.run(ctx, first.p, w.op)
-	// Clearing the due time is not enough to know no hedge runs: the
-	// watch may have taken it already, or a late launch for an earlier
-	// read may have sent one (see launch); the state says.
-	s.due.Store(0)
+	if s.due.CompareAndSwap(due, 0) {
+		s.forget() // the watch never took it: no hedge, no launch
+		return first, rows, err
+	}
+	// The watch took it: a launch is to come or runs; the state says
+	// who won.
 	s.mu.Lock()
 	state := s.state
 	switch {
@@ -252,12 +262,13 @@ func (s *hedgeSlot) forget() {
 	s.c, s.ctx, s.pl, s.work = nil, nil, plan{}, hedgeWork{}
 }
 
-// launch sends the hedge, on a goroutine of its own (hedgeWatch).
+// launch sends the hedge, on a goroutine of its own, once the watch took
+// the slot's due time (and set busy, which launch clears when done).
 func (s *hedgeSlot) launch() {
 	s.mu.Lock()
-	if s.state != hedgeArmed || time.Since(s.armedAt) < s.delay {
-		// Its read ended, or this is a late launch for an earlier read,
-		// and the next read on the connection armed the slot again.
+	if s.state != hedgeArmed {
+		// The read ended first.
+		s.busy.Store(false)
 		s.mu.Unlock()
 		return
 	}
@@ -268,10 +279,11 @@ func (s *hedgeSlot) launch() {
 			c.metrics.hedgesDenied.Add(1)
 		}
 		s.state = hedgeNone
+		s.busy.Store(false)
 		s.mu.Unlock()
 		return
 	}
-	s.state, s.busy = hedgeRunning, true
+	s.state = hedgeRunning
 	s.mu.Unlock()
 	c.metrics.hedges.Add(1)
 
@@ -334,7 +346,7 @@ func (s *hedgeSlot) end(r hedgeResult) {
 	if s.waiting || s.state == hedgeSecondWon {
 		s.done <- r
 	}
-	s.busy = false
+	s.busy.Store(false)
 }
 
 // target picks the replica a hedge goes to: one the plan accepts, other

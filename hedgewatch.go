@@ -104,8 +104,16 @@ func (c *Connector) sendDueHedges(now int64) (armed bool) {
 				continue
 			}
 			armed = true
-			if due <= now && s.due.CompareAndSwap(due, 0) {
+			if due > now {
+				continue
+			}
+			// busy before the take: once due is 0 the read may end and
+			// the next one would arm the slot over the launch's fields.
+			s.busy.Store(true)
+			if s.due.CompareAndSwap(due, 0) {
 				go s.launch()
+			} else {
+				s.busy.Store(false) // the read ended first
 			}
 		}
 		hp.mu.Unlock()

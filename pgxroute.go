@@ -115,20 +115,27 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		}
 		pl.l = l
 	default:
-		if g, ok := op.(pgxroute.GuardedOp); ok && guardable(req.Kind) {
-			l, ok, err := c.guardedRead(ctx, &pl.pl, cls, g)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				pl.l = l
-				return pl, nil
+		// Only a read that needs a position may need a guard (the first
+		// of guardedRead's tests, here to spare most reads the call and
+		// the type assertion).
+		if pl.pl.need != 0 && guardable(req.Kind) {
+			if g, ok := op.(pgxroute.GuardedOp); ok {
+				l, ok, err := c.guardedRead(ctx, &pl.pl, cls, g)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					pl.l = l
+					return pl, nil
+				}
 			}
 		}
 		// A query's op may be hedged; it holds the results for the caller.
 		st := &statement{query: query, cls: cls}
-		if h, ok := op.(pgxroute.HedgeOp); ok && req.Kind == pgxroute.Query {
-			st.hedge = h
+		if req.Kind == pgxroute.Query && pl.pl.read {
+			if h, ok := op.(pgxroute.HedgeOp); ok {
+				st.hedge = h
+			}
 		}
 		pl.l, err = c.route(ctx, &pl.pl, st, func(_ context.Context, p *physical) error {
 			p.note(cls)
