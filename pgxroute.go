@@ -115,10 +115,9 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		}
 		pl.l = l
 	default:
-		// Only a read that needs a position may need a guard (the first
-		// of guardedRead's tests, here to spare most reads the call and
-		// the type assertion).
-		if pl.pl.need != 0 && guardable(req.Kind) {
+		// Most reads need no guard: checked here, inlined, to spare
+		// them the call and the type assertion.
+		if pl.pl.unproven() && guardable(req.Kind) {
 			if g, ok := op.(pgxroute.GuardedOp); ok {
 				l, ok, err := c.guardedRead(ctx, &pl.pl, cls, g)
 				if err != nil {
@@ -148,6 +147,13 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 	return pl, nil
 }
 
+// unproven reports whether pl is a read that needs a position which no
+// replica is known to have (and none is pending: a write whose position
+// is not read yet goes the driver's way).
+func (pl *plan) unproven() bool {
+	return pl.read && !pl.onPrimary && pl.need != 0 && pl.pending == 0 && pl.fresh.without(pl.tried) == 0
+}
+
 // guardable reports whether a request of kind k may carry its freshness
 // check in its own flight (GuardedOp): the reads a replica serves.
 func guardable(k pgxroute.Kind) bool {
@@ -164,8 +170,7 @@ func guardable(k pgxroute.Kind) bool {
 // more than that one round trip.
 func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 	guarded pgxroute.GuardedOp) (l lease, ok bool, err error) {
-	if !pl.read || pl.onPrimary || pl.need == 0 || pl.pending != 0 ||
-		pl.fresh.without(pl.tried) != 0 || c.futile(pl) {
+	if !pl.unproven() || c.futile(pl) {
 		return lease{}, false, nil
 	}
 	start := pl.at // route's wait runs from there too (acquire)

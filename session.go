@@ -171,8 +171,13 @@ func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n
 	if p == nil {
 		return // past the bound: serves monotonic reads only (see Session)
 	}
-	p.marks.Store(m)
-	p.via.Store(c)
+	// The same as last time, as a rule: a load spares a locked store.
+	if p.marks.Load() != m {
+		p.marks.Store(m)
+	}
+	if p.via.Load() != c {
+		p.via.Store(c)
+	}
 	p.lastStart.Store(start.UnixNano())
 	p.lastEnd.Store(end.UnixNano())
 	p.lastNode.Store(n)
