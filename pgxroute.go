@@ -170,10 +170,9 @@ func guardable(k pgxroute.Kind) bool {
 // more than that one round trip.
 func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 	guarded pgxroute.GuardedOp) (l lease, ok bool, err error) {
-	if !pl.unproven() || c.futile(pl) {
+	if !pl.unproven() || c.futile(ctx, pl) {
 		return lease{}, false, nil
 	}
-	start := pl.at // route's wait runs from there too (acquire)
 	l, need, ok := c.leaseUnproven(ctx, pl)
 	if !ok {
 		return lease{}, false, ctx.Err()
@@ -189,7 +188,7 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 		l.known = max(l.known, LSN(replayed))
 		if pl.tokened() {
 			c.metrics.tokenedReads.Add(1)
-			c.metrics.wait.observe(time.Since(start))
+			c.metrics.wait.observe(pl.waited())
 		}
 		p.node.answers.observe(time.Since(l.start))
 		c.noteServed(ctx, pl, &l)

@@ -1,12 +1,14 @@
 package pgreplica
 
 import (
+	"context"
 	"time"
 )
 
 // plan is the routing decision for one statement (or one transaction):
 // computed once by decide from values, then carried by the execution path
-// (route.go), which never goes back to the context.
+// (route.go), which goes back to the context only for its deadline, when
+// a wait needs it.
 type plan struct {
 	topo *topology
 	// onPrimary: the statement runs on the primary. Otherwise it runs on
@@ -35,8 +37,11 @@ type plan struct {
 	maxLag      time.Duration
 	maxLagBytes uint64
 	// deadline is the one limit on waiting, for a fresh replica and then
-	// for a fallback slot: the wait budget, never past the context's.
+	// for a fallback slot: the wait budget, never past the context's. It
+	// is set when a wait first needs it (waitDeadline), budget after at:
+	// most reads wait for nothing and read no clock for it.
 	deadline time.Time
+	budget   time.Duration
 	fallback Fallback
 	// staleLag bounds the replicas FallbackStale may use (0: any).
 	staleLag time.Duration
@@ -55,28 +60,54 @@ type plan struct {
 	preferSince        time.Time
 	lastReadBound      LSN
 	lastReadBoundKnown bool
-	// at is when the plan was made: a read that waited for nothing since
-	// measures its wait from it, without reading the clock again.
+	// at is when the read began to wait (set with deadline); zero while
+	// it has waited for nothing.
 	at time.Time
+}
+
+// waitDeadline returns the plan's deadline, setting it (and at) on first
+// use from now, the wait budget and ctx's deadline.
+func (pl *plan) waitDeadline(ctx context.Context) time.Time {
+	if pl.deadline.IsZero() {
+		dl, _ := ctx.Deadline()
+		pl.setDeadline(time.Now(), dl)
+	}
+	return pl.deadline
+}
+
+func (pl *plan) setDeadline(now, ctxDeadline time.Time) {
+	pl.at, pl.deadline = now, now.Add(pl.budget)
+	if !ctxDeadline.IsZero() && ctxDeadline.Before(pl.deadline) {
+		pl.deadline = ctxDeadline
+	}
+}
+
+// waited is how long the read has waited (0 when it waited for nothing).
+func (pl *plan) waited() time.Duration {
+	if pl.at.IsZero() {
+		return 0
+	}
+	return time.Since(pl.at)
 }
 
 // decide turns a statement into a plan: a pure function of the topology
 // snapshot, the statement's class, the context's requirement (read once
 // by the caller), the configuration, the process watermarks of this
-// cluster, the time and the context's deadline (zero: none).
+// cluster, the time and the context's deadline (zero: none). A zero time
+// leaves the deadline to be set when a wait first needs it (waitDeadline),
+// as the router does.
 func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process processLSNs, now, ctxDeadline time.Time) (plan, error) {
 	pl := plan{
 		topo:     t,
 		read:     cls.read,
 		capture:  !cls.read && !cls.noWAL,
-		deadline: now.Add(cfg.WaitBudget),
-		at:       now,
+		budget:   cfg.WaitBudget,
 		fallback: req.fallbackOr(cfg.Fallback),
 		staleLag: cfg.StaleFallbackLag,
 		zone:     cfg.Zone,
 	}
-	if !ctxDeadline.IsZero() && ctxDeadline.Before(pl.deadline) {
-		pl.deadline = ctxDeadline
+	if !now.IsZero() {
+		pl.setDeadline(now, ctxDeadline)
 	}
 	if req != nil {
 		pl.session = req.session

@@ -46,11 +46,11 @@ func (l *lease) release(err error) {
 	}
 }
 
-// planFor reads the context once and decides.
+// planFor reads the context's requirement and decides; the wait deadline
+// is set when a wait needs it (plan.waitDeadline).
 func (c *Connector) planFor(ctx context.Context, cls stmtClass) (plan, error) {
 	t := c.topo.Load()
-	dl, _ := ctx.Deadline()
-	return decide(t, cls, requirementFrom(ctx), &c.cfg, c.marksFor(t.sysid).snapshot(), time.Now(), dl)
+	return decide(t, cls, requirementFrom(ctx), &c.cfg, c.marksFor(t.sysid).snapshot(), time.Time{}, time.Time{})
 }
 
 // statement is what route runs on a leased connection, its args
@@ -154,18 +154,19 @@ func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
 	if pl.onPrimary {
 		return c.leasePrimary(ctx, pl.topo, false)
 	}
-	start := pl.at
 	if pl.pending != 0 {
 		if l, ok, err := c.readAfterWrite(ctx, pl); ok || err != nil {
 			return l, err
 		}
-		start = time.Now()
+		if !pl.at.IsZero() {
+			pl.at = time.Now() // the wait for a replica starts now
+		}
 	}
 	first := pl.tried == 0
 	l, err := c.leaseReplica(ctx, pl)
 	if first && pl.tokened() {
 		c.metrics.tokenedReads.Add(1)
-		c.metrics.wait.observe(time.Since(start))
+		c.metrics.wait.observe(pl.waited())
 	}
 	if err == nil {
 		return l, nil
@@ -181,7 +182,7 @@ func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
 	}
 	c.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", err)
 	c.metrics.fallbackReads.Add(1)
-	if err := c.takeFallbackSlot(ctx, pl.deadline); err != nil {
+	if err := c.takeFallbackSlot(ctx, pl.waitDeadline(ctx)); err != nil {
 		return lease{}, err
 	}
 	l, err = c.leasePrimary(ctx, c.topo.Load(), true) // the latest primary
@@ -246,7 +247,7 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		pl.tried.add(i)
 	}
 	if pl.need > 0 {
-		if c.futile(pl) {
+		if c.futile(ctx, pl) {
 			return lease{}, &NoFreshReplicaError{Reason: ReasonTimeout,
 				Detail: fmt.Sprintf("no replica can replay %s before the wait budget ends (predicted from their lag)", pl.need)}
 		}
@@ -299,7 +300,7 @@ func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
 	if !ok {
 		m := c.marksFor(pl.topo.sysid)
 		t := m.issue(false, false, false)
-		rctx, cancel := context.WithDeadline(ctx, pl.deadline)
+		rctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
 		err := m.resolve(rctx, c, t)
 		cancel()
 		if err != nil {
@@ -340,7 +341,7 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok b
 			default:
 			}
 		}
-		if err := c.resolveUntil(ctx, m, pl.pending, pl.deadline); err != nil {
+		if err := c.resolveUntil(ctx, m, pl.pending, pl.waitDeadline(ctx)); err != nil {
 			if ctx.Err() != nil {
 				return lease{}, false, ctx.Err()
 			}
@@ -388,7 +389,8 @@ func (c *Connector) resolveUntil(ctx context.Context, m *clusterMarks, ticket ui
 // falls back at once. Without a prediction (a paused replica, which may
 // have resumed since its probe; an idle one, whose rate is unknown) the
 // read waits as before.
-func (c *Connector) futile(pl *plan) bool {
+func (c *Connector) futile(ctx context.Context, pl *plan) bool {
+	deadline := pl.waitDeadline(ctx)
 	now := time.Now()
 	passed, ok := c.primaryLSNs.passedAt(pl.need)
 	if !ok {
@@ -418,7 +420,7 @@ func (c *Connector) futile(pl *plan) bool {
 				ready = r
 			}
 		}
-		if !ready.After(pl.deadline) {
+		if !ready.After(deadline) {
 			return false
 		}
 	}
@@ -434,7 +436,7 @@ const rateBacklog = 1 << 20
 // will run the query, until one has replayed pl.need or the plan's
 // deadline passes.
 func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
-	wctx, cancel := context.WithDeadline(ctx, pl.deadline)
+	wctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
 	defer cancel()
 	backoff := time.Millisecond
 	var best LSN

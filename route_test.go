@@ -129,7 +129,7 @@ func TestFutileWaitPrediction(t *testing.T) {
 				st.receive = st.lsn + 352
 			}
 			pl := plan{topo: top, need: tc.need, deadline: now.Add(budget)}
-			if got := c.futile(&pl); got != tc.futile {
+			if got := c.futile(context.Background(), &pl); got != tc.futile {
 				t.Errorf("futile = %v, want %v", got, tc.futile)
 			}
 		})
