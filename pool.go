@@ -37,6 +37,10 @@ type physical struct {
 	res   *puddle.Resource[*physical]
 	// socks are the sockets the inner driver dialed for this connection.
 	socks *sockets
+	// created and returned are when it was made and last given back, on
+	// its pool's clock (hostPool.since): a borrow checks its age and idle
+	// time with one clock read.
+	created, returned time.Duration
 	// closeOnce closes conn once: the destructor and a borrower that comes
 	// back after Close may both try.
 	closeOnce sync.Once
@@ -76,6 +80,8 @@ type hostPool struct {
 	pingTimeout      time.Duration // of the health check; ProbeTimeout
 	// password is masked in connection errors (see redactErr).
 	password string
+	// epoch starts the pool's monotonic clock (since).
+	epoch time.Time
 
 	// all holds every live physical connection (added when connected,
 	// removed when destroyed: never on a statement's path), so that Close
@@ -93,6 +99,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 		healthCheckAfter: cfg.HealthCheckAfter,
 		pingTimeout:      cfg.ProbeTimeout,
 		password:         cfg.Password,
+		epoch:            time.Now(),
 		all:              make(map[*physical]struct{}),
 	}
 	timeout := cfg.ConnectTimeout
@@ -106,6 +113,8 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 				return nil, err
 			}
 			p := &physical{conn: c, node: n, socks: socks, wire: newWire(c)}
+			p.created = hp.since()
+			p.returned = p.created
 			hp.mu.Lock()
 			hp.all[p] = struct{}{}
 			hp.mu.Unlock()
@@ -192,7 +201,8 @@ func (hp *hostPool) claim(res *puddle.Resource[*physical]) (*puddle.Resource[*ph
 }
 
 func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], checkSocket bool, pingLimit time.Duration) bool {
-	if hp.maxLifetime > 0 && time.Since(res.CreationTime()) > hp.maxLifetime {
+	now := hp.since()
+	if hp.maxLifetime > 0 && now-res.Value().created > hp.maxLifetime {
 		return false
 	}
 	c := res.Value().conn
@@ -210,7 +220,7 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 		hp.node.poke()
 		return false
 	}
-	if hp.healthCheckAfter >= 0 && res.IdleDuration() > hp.healthCheckAfter {
+	if hp.healthCheckAfter >= 0 && now-res.Value().returned > hp.healthCheckAfter {
 		if p, ok := c.(driver.Pinger); ok && ping(ctx, res.Value(), p, pingLimit) != nil {
 			hp.node.poke() // the monitor may not know yet
 			return false
@@ -233,8 +243,12 @@ func ping(ctx context.Context, p *physical, pinger driver.Pinger, limit time.Dur
 
 // release gives a connection back. A connection that failed in a way that
 // leaves it unusable, or that carries session state, is closed.
+// since reads the pool's clock.
+func (hp *hostPool) since() time.Duration { return time.Since(hp.epoch) }
+
 func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 	p := res.Value()
+	p.returned = hp.since()
 	if !p.owner.CompareAndSwap(ownerBorrower, ownerPool) {
 		// Close took it from us (see close): its sockets are closed and
 		// the pool has forgotten it; only the driver conn is left to free.
