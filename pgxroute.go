@@ -93,58 +93,52 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 			return nil, err
 		}
 	}
-	decided, err := c.planFor(ctx, cls)
+	// The plan stays here; the lease keeps what Done needs of it.
+	pl, err := c.planFor(ctx, cls)
 	if err != nil {
 		return nil, err
 	}
-	pl := &pgxLease{pl: decided}
-	switch req.Kind {
-	case pgxroute.Tx, pgxroute.ReadOnlyTx, pgxroute.TxBatch:
-		pl.tx = true
-	}
+	var l lease
 	switch req.Kind {
 	case pgxroute.Tx, pgxroute.TxBatch, pgxroute.Pin, pgxroute.Ping:
 		// As the driver's BeginTx and Ping: the primary, never sent twice.
-		l, err := c.leasePrimary(ctx, decided.topo, false)
-		if err != nil {
+		if l, err = c.leasePrimary(ctx, pl.topo, false); err != nil {
 			return nil, err
 		}
 		if err := op.Run(pgxConnOf(l.p)); err != nil {
 			l.release(err)
 			return nil, err
 		}
-		pl.l = l
-	default:
-		// Most reads need no guard: checked here, inlined, to spare
-		// them the call and the type assertion.
-		if pl.pl.unproven() && guardable(req.Kind) {
-			if g, ok := op.(pgxroute.GuardedOp); ok {
-				l, ok, err := c.guardedRead(ctx, &pl.pl, cls, g)
-				if err != nil {
-					return nil, err
-				}
-				if ok {
-					pl.l = l
-					return pl, nil
-				}
+		return newPgxLease(&pl, l, req.Kind), nil
+	}
+	// Most reads need no guard: checked here, inlined, to spare them the
+	// call and the type assertion.
+	if pl.unproven() && guardable(req.Kind) {
+		if g, ok := op.(pgxroute.GuardedOp); ok {
+			l, ok, err := c.guardedRead(ctx, &pl, cls, g)
+			if err != nil {
+				return nil, err
 			}
-		}
-		// A query's op may be hedged; it holds the results for the caller.
-		st := &statement{query: query, cls: cls}
-		if req.Kind == pgxroute.Query && pl.pl.read {
-			if h, ok := op.(pgxroute.HedgeOp); ok {
-				st.hedge = h
+			if ok {
+				return newPgxLease(&pl, l, req.Kind), nil
 			}
-		}
-		pl.l, err = c.route(ctx, &pl.pl, st, func(_ context.Context, p *physical) error {
-			p.note(cls)
-			return op.Run(pgxConnOf(p))
-		})
-		if err != nil {
-			return nil, err
 		}
 	}
-	return pl, nil
+	// A query's op may be hedged; it holds the results for the caller.
+	st := &statement{query: query, cls: cls}
+	if req.Kind == pgxroute.Query && pl.read {
+		if h, ok := op.(pgxroute.HedgeOp); ok {
+			st.hedge = h
+		}
+	}
+	l, err = c.route(ctx, &pl, st, func(_ context.Context, p *physical) error {
+		p.note(cls)
+		return op.Run(pgxConnOf(p))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newPgxLease(&pl, l, req.Kind), nil
 }
 
 // unproven reports whether pl is a read that needs a position which no
@@ -256,13 +250,20 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 // the pgx inner driver (the router is only handed out for it).
 func pgxConnOf(p *physical) *pgx.Conn { return p.conn.(*stdlib.Conn).Conn() }
 
-// pgxLease is a lease handed to the pgx-native handle, with its plan.
+// pgxLease is a lease handed to the pgx-native handle, with what its
+// Done needs of the plan (done: the rest of the plan is not kept, so a
+// lease is a small allocation).
 type pgxLease struct {
-	pl    plan
 	l     lease
+	done  planDone
 	tx    bool
 	wrote bool
-	done  bool
+	ended bool
+}
+
+func newPgxLease(pl *plan, l lease, k pgxroute.Kind) *pgxLease {
+	tx := k == pgxroute.Tx || k == pgxroute.ReadOnlyTx || k == pgxroute.TxBatch
+	return &pgxLease{l: l, done: pl.doneOf(), tx: tx}
 }
 
 func (l *pgxLease) Conn() *pgx.Conn { return pgxConnOf(l.l.p) }
@@ -278,7 +279,8 @@ func (l *pgxLease) Dirty() { l.l.p.dirty = true }
 
 func (l *pgxLease) Wrote() {
 	l.wrote = true
-	l.l.c.wrote(&l.pl, l.l.p, false) // an asynchronous commit is known from the session (physical.note)
+	pl := l.done.plan()
+	l.l.c.wrote(&pl, l.l.p, false) // an asynchronous commit is known from the session (physical.note)
 }
 
 func (l *pgxLease) WriteFailed(err error) error { return l.l.c.writeFailed(l.l.p, err) }
@@ -297,17 +299,18 @@ func notIdle(p *physical, err error) error {
 var errNotIdle = errors.Join(driver.ErrBadConn, errors.New("pgreplica: connection given back busy or in a transaction"))
 
 func (l *pgxLease) Done(err error) {
-	if l.done {
+	if l.ended {
 		return
 	}
-	l.done = true
+	l.ended = true
 	c := l.l.c
-	if err == nil {
+	if err == nil && (!l.tx || !l.wrote) {
+		pl := l.done.plan()
 		switch {
 		case !l.tx:
-			c.finish(&l.pl, &l.l)
-		case !l.wrote:
-			c.boundRead(&l.pl, &l.l)
+			c.finish(&pl, &l.l)
+		default:
+			c.boundRead(&pl, &l.l)
 		}
 	}
 	l.l.release(notIdle(l.l.p, err))

@@ -186,6 +186,23 @@ func (pl *plan) affinity(t *topology) {
 	}
 }
 
+// planDone is what is left of a plan once its statement ran: what
+// finish and boundRead need when the caller is done with the results.
+type planDone struct {
+	topo          *topology
+	session       *Session
+	read, capture bool
+}
+
+func (pl *plan) doneOf() planDone {
+	return planDone{topo: pl.topo, session: pl.session, read: pl.read, capture: pl.capture}
+}
+
+// plan rebuilds the part of the plan finish and boundRead read.
+func (d planDone) plan() plan {
+	return plan{topo: d.topo, session: d.session, read: d.read, capture: d.capture}
+}
+
 // tokened reports a read with a position requirement (session, token,
 // process watermark): the reads whose fallback ratio warns of
 // degradation first.
