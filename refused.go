@@ -11,6 +11,9 @@ import "sync/atomic"
 type refusedStatements struct {
 	max int
 	m   atomic.Pointer[map[string]struct{}]
+	// any is set once a statement was added: until then (for most
+	// applications, always) has reads no map.
+	any atomic.Bool
 }
 
 func newRefusedStatements(max int) *refusedStatements {
@@ -20,6 +23,9 @@ func newRefusedStatements(max int) *refusedStatements {
 }
 
 func (c *refusedStatements) has(q string) bool {
+	if !c.any.Load() {
+		return false
+	}
 	_, ok := (*c.m.Load())[q]
 	return ok
 }
@@ -38,6 +44,7 @@ func (c *refusedStatements) add(q string) {
 		}
 		next[q] = struct{}{}
 		if c.m.CompareAndSwap(old, &next) {
+			c.any.Store(true)
 			return
 		}
 	}
