@@ -234,8 +234,14 @@ func BenchmarkPairedPgx(b *testing.B) {
 			createTable(b, "bench")
 			e := newPgxEnv(b, clusterEndpoints(), "bench", 4)
 			ctx := context.Background()
-			dCtx, d := w.direct(ctx, e)
+			// Both sides get the routed side's context: pgxpool ignores
+			// pgreplica's values, and pgx takes one path for every context
+			// but context.Background() itself (it watches the context for
+			// cancellation: two lock pairs a query), which no application
+			// passes with a request in hand.
+			_, d := w.direct(ctx, e)
 			pCtx, p := w.routed(ctx, e)
+			dCtx := pCtx
 			before := pgxPrimaryReads(e.reader)
 			runPaired(b,
 				func(i int) error { return w.run(dCtx, e, d, i) },
