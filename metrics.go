@@ -103,11 +103,13 @@ func (c *Connector) Stats() Stats {
 		ConflictRetries:  m.conflictRetries.Load(),
 		ReadOnlyRetries:  m.readOnlyRetries.Load(),
 		ConnLostRetries:  m.connLostRetries.Load(),
-		Hedges:           m.hedges.Load(),
 		HedgeWins:        m.hedgeWins.Load(),
 		HedgesDenied:     m.hedgesDenied.Load(),
 		Nodes:            c.Nodes(),
 	}
+	// After the wins: a hedge is counted before it can win, so a
+	// snapshot never shows more wins than hedges.
+	s.Hedges = m.hedges.Load()
 	if s.TokenedReads > 0 {
 		s.TokenedFallbackRatio = float64(s.TokenedFallbacks) / float64(s.TokenedReads)
 	}
