@@ -141,13 +141,6 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 	return newPgxLease(&pl, l, req.Kind), nil
 }
 
-// unproven reports whether pl is a read that needs a position which no
-// replica is known to have (and none is pending: a write whose position
-// is not read yet goes the driver's way).
-func (pl *plan) unproven() bool {
-	return pl.read && !pl.onPrimary && pl.need != 0 && pl.pending == 0 && pl.fresh.without(pl.tried) == 0
-}
-
 // guardable reports whether a request of kind k may carry its freshness
 // check in its own flight (GuardedOp): the reads a replica serves.
 func guardable(k pgxroute.Kind) bool {

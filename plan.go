@@ -203,6 +203,13 @@ func (d planDone) plan() plan {
 	return plan{topo: d.topo, session: d.session, read: d.read, capture: d.capture}
 }
 
+// unproven reports whether pl is a read that needs a position which no
+// replica is known to have (and none is pending: a write whose position
+// is not read yet goes the driver's way).
+func (pl *plan) unproven() bool {
+	return pl.read && !pl.onPrimary && pl.need != 0 && pl.pending == 0 && pl.fresh.without(pl.tried) == 0
+}
+
 // tokened reports a read with a position requirement (session, token,
 // process watermark): the reads whose fallback ratio warns of
 // degradation first.

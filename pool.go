@@ -241,11 +241,11 @@ func ping(ctx context.Context, p *physical, pinger driver.Pinger, limit time.Dur
 	return pinger.Ping(pctx)
 }
 
-// release gives a connection back. A connection that failed in a way that
-// leaves it unusable, or that carries session state, is closed.
 // since reads the pool's clock.
 func (hp *hostPool) since() time.Duration { return time.Since(hp.epoch) }
 
+// release gives a connection back. A connection that failed in a way that
+// leaves it unusable, or that carries session state, is closed.
 func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 	p := res.Value()
 	p.returned = hp.since()
