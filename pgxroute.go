@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,29 +86,29 @@ func (r pgxRouter) batchClass(sqls []string) stmtClass {
 func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.Op) (pgxroute.Lease, error) {
 	c := r.c
 	if c.closed.Load() {
-		return nil, ErrClosed
+		return pgxroute.Lease{}, ErrClosed
 	}
 	cls, query := r.class(req)
 	if req.Kind == pgxroute.Ping {
 		if err := c.privilegeErr(c.topo.Load()); err != nil {
-			return nil, err
+			return pgxroute.Lease{}, err
 		}
 	}
 	// The plan stays here; the lease keeps what Done needs of it.
 	pl, err := c.planFor(ctx, cls)
 	if err != nil {
-		return nil, err
+		return pgxroute.Lease{}, err
 	}
 	var l lease
 	switch req.Kind {
 	case pgxroute.Tx, pgxroute.TxBatch, pgxroute.Pin, pgxroute.Ping:
 		// As the driver's BeginTx and Ping: the primary, never sent twice.
 		if l, err = c.leasePrimary(ctx, pl.topo, false); err != nil {
-			return nil, err
+			return pgxroute.Lease{}, err
 		}
 		if err := op.Run(pgxConnOf(l.p)); err != nil {
 			l.release(err)
-			return nil, err
+			return pgxroute.Lease{}, err
 		}
 		return newPgxLease(&pl, l, req.Kind), nil
 	}
@@ -117,7 +118,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		if g, ok := op.(pgxroute.GuardedOp); ok {
 			l, ok, err := c.guardedRead(ctx, &pl, cls, g)
 			if err != nil {
-				return nil, err
+				return pgxroute.Lease{}, err
 			}
 			if ok {
 				return newPgxLease(&pl, l, req.Kind), nil
@@ -136,7 +137,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		return op.Run(pgxConnOf(p))
 	})
 	if err != nil {
-		return nil, err
+		return pgxroute.Lease{}, err
 	}
 	return newPgxLease(&pl, l, req.Kind), nil
 }
@@ -243,20 +244,27 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 // the pgx inner driver (the router is only handed out for it).
 func pgxConnOf(p *physical) *pgx.Conn { return p.conn.(*stdlib.Conn).Conn() }
 
-// pgxLease is a lease handed to the pgx-native handle, with what its
-// Done needs of the plan (done: the rest of the plan is not kept, so a
-// lease is a small allocation).
+// pgxLease is the record of a lease handed to the pgx-native handle
+// (pgxroute.Borrow), with what its Done needs of the plan (done: the
+// rest of the plan is not kept). Each connection keeps one (physical.pgx)
+// and reuses it for every borrow, so that a read allocates no lease; gen
+// counts the borrows, and the handle's generation lets only its own
+// borrow's first Done through.
 type pgxLease struct {
 	l     lease
 	done  planDone
 	tx    bool
 	wrote bool
-	ended bool
+	gen   atomic.Uint64
 }
 
-func newPgxLease(pl *plan, l lease, k pgxroute.Kind) *pgxLease {
-	tx := k == pgxroute.Tx || k == pgxroute.ReadOnlyTx || k == pgxroute.TxBatch
-	return &pgxLease{l: l, done: pl.doneOf(), tx: tx}
+// newPgxLease records lease l, under plan pl, in its connection's
+// pgxLease and returns the handle on it.
+func newPgxLease(pl *plan, l lease, k pgxroute.Kind) pgxroute.Lease {
+	b := &l.p.pgx
+	b.l, b.done, b.wrote = l, pl.doneOf(), false
+	b.tx = k == pgxroute.Tx || k == pgxroute.ReadOnlyTx || k == pgxroute.TxBatch
+	return pgxroute.NewLease(b, b.gen.Add(1))
 }
 
 func (l *pgxLease) Conn() *pgx.Conn { return pgxConnOf(l.l.p) }
@@ -291,11 +299,10 @@ func notIdle(p *physical, err error) error {
 // a transaction, as pgxpool does: nobody else may inherit that state.
 var errNotIdle = errors.Join(driver.ErrBadConn, errors.New("pgreplica: connection given back busy or in a transaction"))
 
-func (l *pgxLease) Done(err error) {
-	if l.ended {
-		return
+func (l *pgxLease) Done(gen uint64, err error) {
+	if !l.gen.CompareAndSwap(gen, gen+1) {
+		return // ended already: the connection may be another's now
 	}
-	l.ended = true
 	c := l.l.c
 	if err == nil && (!l.tx || !l.wrote) {
 		pl := l.done.plan()

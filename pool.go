@@ -28,6 +28,9 @@ type physical struct {
 	// hedge is the connection's hedging state, once a read used it
 	// (atomic: the connector's hedgeWatch looks at it).
 	hedge atomic.Pointer[hedgeSlot]
+	// pgx records the connection's borrow by the pgx-native handle
+	// (pgxroute.go), reused from one borrow to the next.
+	pgx pgxLease
 
 	// owner says who holds the connection: the pool (ownerPool), a
 	// borrower (ownerBorrower, set by acquire), or, once Close took it from

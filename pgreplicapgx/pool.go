@@ -20,6 +20,8 @@ type Pool struct {
 	r pgxroute.Router
 	// started is set once the monitor answered (see ready).
 	started atomic.Bool
+	// slab holds the rows of the next queries (rowsslab.go).
+	slab atomic.Pointer[rowsSlab]
 }
 
 // New parses a pgreplica DSN (see pgreplica.ParseDSN: a multi-host
@@ -89,7 +91,7 @@ func (p *Pool) route(ctx context.Context, req pgxroute.Request, op func(*pgx.Con
 
 func (p *Pool) routeOp(ctx context.Context, req pgxroute.Request, op pgxroute.Op) (pgxroute.Lease, error) {
 	if err := p.ready(ctx); err != nil {
-		return nil, err
+		return pgxroute.Lease{}, err
 	}
 	return p.r.Route(ctx, req, op)
 }
@@ -139,7 +141,8 @@ func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 
 // query routes a query; its rows are the operation that runs it.
 func (p *Pool) query(ctx context.Context, sql string, args []any) (*rows, error) {
-	r := &rows{ctx: ctx, sql: sql, args: args}
+	r := p.newRows()
+	r.ctx, r.sql, r.args = ctx, sql, args
 	l, err := p.routeOp(ctx, pgxroute.Request{Kind: pgxroute.Query, SQL: sql}, r)
 	if err != nil {
 		return nil, err

@@ -156,7 +156,7 @@ func (r *rows) Close() {
 		err = errors.Join(err, r.batch.Close())
 	}
 	r.ctx, r.args = nil, nil
-	if r.lease != nil {
+	if r.lease.Valid() {
 		r.lease.Done(err)
 		return
 	}

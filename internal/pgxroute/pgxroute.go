@@ -101,37 +101,69 @@ type Router interface {
 	Route(ctx context.Context, r Request, op Op) (Lease, error)
 }
 
-// Lease is one physical connection borrowed under a routing decision.
-type Lease interface {
-	// Conn is the connection's pgx connection.
+// Lease is one physical connection borrowed under a routing decision:
+// a handle on the router's record of the borrow (Borrow), which the
+// router keeps with the connection and reuses for its next borrow, so
+// that a read allocates no lease. The handle carries the borrow's
+// generation: Done ends the borrow once, and a Done through a handle
+// whose borrow already ended does nothing, even when the connection has
+// been lent again since. The other methods are valid until Done. The
+// zero Lease holds nothing (Valid reports false).
+type Lease struct {
+	b   Borrow
+	gen uint64
+}
+
+// NewLease is the router's: a handle on borrow b in its generation gen.
+func NewLease(b Borrow, gen uint64) Lease { return Lease{b: b, gen: gen} }
+
+// Valid reports whether l holds a borrow.
+func (l Lease) Valid() bool { return l.b != nil }
+
+// Conn is the connection's pgx connection.
+func (l Lease) Conn() *pgx.Conn { return l.b.Conn() }
+
+// Replica reports whether the connection is to a replica.
+func (l Lease) Replica() bool { return l.b.Replica() }
+
+// Note classifies sql, about to run on the lease (inside a transaction,
+// or on a pinned connection), records what it does to the session (SET,
+// LISTEN, temp tables: the connection is then closed, not reused), and
+// reports whether it writes WAL.
+func (l Lease) Note(sql string) (writes bool) { return l.b.Note(sql) }
+
+// Dirty marks the connection's session as changed in ways nobody can
+// tell (the caller had the raw connection): it is closed, not reused.
+func (l Lease) Dirty() { l.b.Dirty() }
+
+// Wrote records a committed write (a ticket: no statement now; its
+// position is read later, shared with other writes).
+func (l Lease) Wrote() { l.b.Wrote() }
+
+// WriteFailed turns the error of a write into pgreplica's (a lost
+// connection after sending: ErrWriteOutcomeUnknown) and tells the
+// monitor; nil stays nil.
+func (l Lease) WriteFailed(err error) error { return l.b.WriteFailed(err) }
+
+// Done ends the lease once the caller is done with its results. With err
+// nil it first does what the decision asks then: a write through Query
+// or a batch is recorded; a session read (a statement, a batch of reads,
+// a transaction that wrote nothing) leaves what bounds the session's
+// next read. Then it gives the connection back, closing it when err says
+// it is broken, when it carries session state, or when it is not idle
+// (rows left open, a transaction left open). Done is idempotent.
+func (l Lease) Done(err error) { l.b.Done(l.gen, err) }
+
+// Borrow is the router's record of one borrow of a connection, behind a
+// Lease: Done(gen, err) ends it only while gen is its generation.
+type Borrow interface {
 	Conn() *pgx.Conn
-	// Replica reports whether the connection is to a replica.
 	Replica() bool
-	// Note classifies sql, about to run on the lease (inside a
-	// transaction, or on a pinned connection), records what it does to
-	// the session (SET, LISTEN, temp tables: the connection is then
-	// closed, not reused), and reports whether it writes WAL.
 	Note(sql string) (writes bool)
-	// Dirty marks the connection's session as changed in ways nobody
-	// can tell (the caller had the raw connection): it is closed, not
-	// reused.
 	Dirty()
-	// Wrote records a committed write (a ticket: no statement now; its
-	// position is read later, shared with other writes).
 	Wrote()
-	// WriteFailed turns the error of a write into pgreplica's (a lost
-	// connection after sending: ErrWriteOutcomeUnknown) and tells the
-	// monitor; nil stays nil.
 	WriteFailed(err error) error
-	// Done ends the lease once the caller is done with its results. With
-	// err nil it first does what the decision asks then: a write through
-	// Query or a batch is recorded; a session read (a statement, a batch
-	// of reads, a transaction that wrote nothing) leaves what bounds the
-	// session's next read. Then it gives the connection back, closing it
-	// when err says it is broken, when it carries session state, or when
-	// it is not idle (rows left open, a transaction left open). Done is
-	// idempotent.
-	Done(err error)
+	Done(gen uint64, err error)
 }
 
 var open func(connector any) (Router, bool)
