@@ -61,8 +61,8 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []dr
 	if cn.closed {
 		return nil, driver.ErrBadConn
 	}
-	pl, err := cn.c.planFor(ctx, onPrimary(cls))
-	if err != nil {
+	var pl plan
+	if err := cn.c.planFor(ctx, onPrimary(cls), &pl); err != nil {
 		return nil, err
 	}
 	if l := cn.sticky(); l != nil {
@@ -119,8 +119,8 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 	case sticky == nil && cn.c.refused.has(query):
 		cls = classWrite(cls)
 	}
-	pl, err := cn.c.planFor(ctx, cls)
-	if err != nil {
+	var pl plan
+	if err := cn.c.planFor(ctx, cls, &pl); err != nil {
 		return nil, err
 	}
 	if sticky != nil {

@@ -163,12 +163,11 @@ type hedgeSlot struct {
 	done    chan hedgeResult // the hedge's outcome when the caller waits (cap 1)
 
 	// The read, copied when armed (launch runs on a goroutine of its own).
-	armedAt time.Time
-	delay   time.Duration
-	c       *Connector
-	ctx     context.Context
-	pl      plan
-	work    hedgeWork
+	delay time.Duration
+	c     *Connector
+	ctx   context.Context
+	pl    plan
+	work  hedgeWork
 }
 
 // hedgeable reports whether a read on l may be hedged.
@@ -201,9 +200,9 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedg
 	// No launch runs, and none starts before due is stored: the fields
 	// are the read's own.
 	s.state, s.waiting, s.second = hedgeArmed, false, nil
-	s.armedAt, s.delay = first.start, first.p.node.answers.hedgeDelay(c.cfg.HedgeDelay)
+	s.delay = first.p.node.answers.hedgeDelay(c.cfg.HedgeDelay)
 	s.c, s.ctx, s.pl, s.work = c, ctx, *pl, w
-	due := int64(first.start.Sub(s.watch.epoch) + s.delay)
+	due := int64(first.start) + int64(s.delay)
 	s.due.Store(due)
 	s.watch.armed()
 

@@ -33,11 +33,11 @@ const (
 )
 
 func newHedgeWatch(delay time.Duration) *hedgeWatch {
-	return &hedgeWatch{epoch: time.Now(), tick: max(delay/hedgeTicksPerDelay, time.Millisecond), wake: make(chan struct{}, 1)}
+	return &hedgeWatch{tick: max(delay/hedgeTicksPerDelay, time.Millisecond), wake: make(chan struct{}, 1)}
 }
 
 // now is the watch's clock.
-func (w *hedgeWatch) now() int64 { return int64(time.Since(w.epoch)) }
+func (w *hedgeWatch) now() int64 { return int64(monoNow()) }
 
 // armed is called after a slot's due time was stored.
 func (w *hedgeWatch) armed() {

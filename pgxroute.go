@@ -5,7 +5,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -95,11 +94,12 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		}
 	}
 	// The plan stays here; the lease keeps what Done needs of it.
-	pl, err := c.planFor(ctx, cls)
-	if err != nil {
+	var pl plan
+	if err := c.planFor(ctx, cls, &pl); err != nil {
 		return pgxroute.Lease{}, err
 	}
 	var l lease
+	var err error
 	switch req.Kind {
 	case pgxroute.Tx, pgxroute.TxBatch, pgxroute.Pin, pgxroute.Ping:
 		// As the driver's BeginTx and Ping: the primary, never sent twice.
@@ -178,7 +178,7 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 			c.metrics.tokenedReads.Add(1)
 			c.metrics.wait.observe(pl.waited())
 		}
-		p.node.answers.observe(time.Since(l.start))
+		l.observeAnswer()
 		c.noteServed(ctx, pl, &l)
 		return l, true, nil
 	case errors.Is(err, pgxroute.ErrBehind):
@@ -215,7 +215,7 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 		v := &pl.topo.nodes[i]
 		if v.n == pl.prefer && pl.reject(v, false) == rejectNone {
 			res, err := pl.prefer.pool.acquire(ctx)
-			if err == nil && res.CreationTime().Before(pl.preferSince) {
+			if err == nil && res.Value().created < pl.preferSince {
 				return c.newLease(res, true, false), need, true
 			}
 			if err == nil {
@@ -310,7 +310,7 @@ func (l *pgxLease) Done(gen uint64, err error) {
 		case !l.tx:
 			c.finish(&pl, &l.l)
 		default:
-			c.boundRead(&pl, &l.l)
+			c.boundRead(&pl, &l.l, 0)
 		}
 	}
 	l.l.release(notIdle(l.l.p, err))

@@ -57,7 +57,7 @@ type plan struct {
 	// least lastReadBound (when known from the snapshot's samples; see
 	// Connector.boundLastRead).
 	prefer             *node
-	preferSince        time.Time
+	preferSince        mono
 	lastReadBound      LSN
 	lastReadBoundKnown bool
 	// at is when the read began to wait (set with deadline); zero while
@@ -90,14 +90,14 @@ func (pl *plan) waited() time.Duration {
 	return time.Since(pl.at)
 }
 
-// decide turns a statement into a plan: a pure function of the topology
-// snapshot, the statement's class, the context's requirement (read once
-// by the caller), the configuration, the process watermarks of this
-// cluster, the time and the context's deadline (zero: none). A zero time
-// leaves the deadline to be set when a wait first needs it (waitDeadline),
-// as the router does.
-func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process processLSNs, now, ctxDeadline time.Time) (plan, error) {
-	pl := plan{
+// decide turns a statement into a plan, written to pl: a pure function
+// of the topology snapshot, the statement's class, the context's
+// requirement (read once by the caller), the configuration, the process
+// watermarks of this cluster, the time and the context's deadline (zero:
+// none). A zero time leaves the deadline to be set when a wait first
+// needs it (waitDeadline), as the router does.
+func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process processLSNs, now, ctxDeadline time.Time) error {
+	*pl = plan{
 		topo:     t,
 		read:     cls.read,
 		capture:  !cls.read && !cls.noWAL,
@@ -116,11 +116,11 @@ func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process p
 	// Where: writes and statements that must be current go to the primary.
 	if cls.hint == hintPrimary || !cls.read && cls.hint != hintReplica {
 		pl.onPrimary, pl.kind = true, readPrimary
-		return pl, nil
+		return nil
 	}
 	kind, need, err := req.decide(t.sysid)
 	if err != nil {
-		return pl, err
+		return err
 	}
 	switch {
 	case kind == readDefault && cfg.DefaultConsistency == ConsistencyPrimary:
@@ -151,7 +151,7 @@ func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process p
 	switch {
 	case kind == readPrimary:
 		pl.onPrimary = true
-		return pl, nil
+		return nil
 	case kind == readStaleness:
 		pl.maxLag = req.maxStaleness
 	case need == 0:
@@ -163,7 +163,7 @@ func decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process p
 		pl.affinity(t)
 	}
 	pl.fresh = pl.replicas(true)
-	return pl, nil
+	return nil
 }
 
 // affinity sets the plan's preference for the replica of the session's
@@ -176,12 +176,12 @@ func (pl *plan) affinity(t *topology) {
 	}
 	pl.prefer, pl.preferSince = n, start
 	if n.idx < len(t.nodes) && t.nodes[n.idx].n == n {
-		if st := &t.nodes[n.idx].status; st.err == nil && st.role == roleReplica && st.sent.After(end) && st.connSince.Before(start) {
+		if st := &t.nodes[n.idx].status; st.err == nil && st.role == roleReplica && monoOf(st.sent) > end && monoOf(st.connSince) < start {
 			pl.lastReadBound, pl.lastReadBoundKnown = st.lsn, true
 			return
 		}
 	}
-	if p := t.primaryNode(); p != nil && p.status.sent.After(end) {
+	if p := t.primaryNode(); p != nil && monoOf(p.status.sent) > end {
 		pl.lastReadBound, pl.lastReadBoundKnown = reachableLSN(p.status.lsn), true
 	}
 }

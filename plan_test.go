@@ -64,7 +64,8 @@ func TestDecide(t *testing.T) {
 			if tc.cfg != nil {
 				tc.cfg(&c)
 			}
-			pl, err := decide(top, tc.cls, requirementFrom(tc.ctx), &c, tc.process, now, tc.deadline)
+			var pl plan
+			err := pl.decide(top, tc.cls, requirementFrom(tc.ctx), &c, tc.process, now, tc.deadline)
 			if err != nil {
 				t.Fatal(err)
 			}

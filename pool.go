@@ -40,10 +40,10 @@ type physical struct {
 	res   *puddle.Resource[*physical]
 	// socks are the sockets the inner driver dialed for this connection.
 	socks *sockets
-	// created and returned are when it was made and last given back, on
-	// its pool's clock (hostPool.since): a borrow checks its age and idle
-	// time with one clock read.
-	created, returned time.Duration
+	// created and returned are when it was made and last given back, and
+	// lent when it was last lent (the lease's start): a borrow checks its
+	// age and idle time, and starts its lease, with one clock read.
+	created, returned, lent mono
 	// closeOnce closes conn once: the destructor and a borrower that comes
 	// back after Close may both try.
 	closeOnce sync.Once
@@ -83,8 +83,6 @@ type hostPool struct {
 	pingTimeout      time.Duration // of the health check; ProbeTimeout
 	// password is masked in connection errors (see redactErr).
 	password string
-	// epoch starts the pool's monotonic clock (since).
-	epoch time.Time
 
 	// all holds every live physical connection (added when connected,
 	// removed when destroyed: never on a statement's path), so that Close
@@ -102,7 +100,6 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 		healthCheckAfter: cfg.HealthCheckAfter,
 		pingTimeout:      cfg.ProbeTimeout,
 		password:         cfg.Password,
-		epoch:            time.Now(),
 		all:              make(map[*physical]struct{}),
 	}
 	timeout := cfg.ConnectTimeout
@@ -116,7 +113,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 				return nil, err
 			}
 			p := &physical{conn: c, node: n, socks: socks, wire: newWire(c)}
-			p.created = hp.since()
+			p.created = monoNow()
 			p.returned = p.created
 			hp.mu.Lock()
 			hp.all[p] = struct{}{}
@@ -204,8 +201,8 @@ func (hp *hostPool) claim(res *puddle.Resource[*physical]) (*puddle.Resource[*ph
 }
 
 func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], checkSocket bool, pingLimit time.Duration) bool {
-	now := hp.since()
-	if hp.maxLifetime > 0 && now-res.Value().created > hp.maxLifetime {
+	now := monoNow()
+	if hp.maxLifetime > 0 && now.sub(res.Value().created) > hp.maxLifetime {
 		return false
 	}
 	c := res.Value().conn
@@ -223,12 +220,16 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 		hp.node.poke()
 		return false
 	}
-	if hp.healthCheckAfter >= 0 && now-res.Value().returned > hp.healthCheckAfter {
-		if p, ok := c.(driver.Pinger); ok && ping(ctx, res.Value(), p, pingLimit) != nil {
-			hp.node.poke() // the monitor may not know yet
-			return false
+	if hp.healthCheckAfter >= 0 && now.sub(res.Value().returned) > hp.healthCheckAfter {
+		if p, ok := c.(driver.Pinger); ok {
+			if ping(ctx, res.Value(), p, pingLimit) != nil {
+				hp.node.poke() // the monitor may not know yet
+				return false
+			}
+			now = monoNow()
 		}
 	}
+	res.Value().lent = now
 	return true
 }
 
@@ -244,29 +245,27 @@ func ping(ctx context.Context, p *physical, pinger driver.Pinger, limit time.Dur
 	return pinger.Ping(pctx)
 }
 
-// since reads the pool's clock.
-func (hp *hostPool) since() time.Duration { return time.Since(hp.epoch) }
-
 // release gives a connection back. A connection that failed in a way that
 // leaves it unusable, or that carries session state, is closed.
 func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 	p := res.Value()
-	p.returned = hp.since()
+	p.returned = monoNow()
 	if !p.owner.CompareAndSwap(ownerBorrower, ownerPool) {
 		// Close took it from us (see close): its sockets are closed and
 		// the pool has forgotten it; only the driver conn is left to free.
 		p.closeConn()
 		return
 	}
-	if serverGone(err) {
+	switch {
+	case err == nil:
+	case serverGone(err):
 		// The server went away or cut us off (a restart, a failover, a
 		// network fault): its idle siblings are most likely dead too and
 		// would each fail one more statement.
 		res.Destroy()
 		hp.pool.Reset()
 		return
-	}
-	if errors.Is(err, driver.ErrBadConn) || isConnLost(err) {
+	case errors.Is(err, driver.ErrBadConn) || isConnLost(err):
 		res.Destroy()
 		return
 	}

@@ -28,29 +28,35 @@ type lease struct {
 	slot bool
 	// known is the replica's replay position known before the statement.
 	known LSN
-	// start is when the statement was about to be sent.
-	start time.Time
+	// start is when the statement was about to be sent (the borrow's
+	// clock reading, physical.lent); answered when its answer came (zero
+	// until it did).
+	start, answered mono
 	// watch gives up on the statement once its context ended (lib/pq
 	// only; see deadlineWatch).
 	watch *deadlineWatch
 }
 
 // release gives the connection back (closing it when err says it is
-// broken) and frees the fallback slot.
+// broken) and frees the fallback slot. It reads l before the connection
+// goes back: l may be the connection's own record (physical.pgx), which
+// the next borrower overwrites.
 func (l *lease) release(err error) {
 	l.watch.end()
-	l.p.node.inflight.Add(-1)
-	l.p.node.pool.release(l.res, err)
-	if l.slot {
-		<-l.c.fallbackSlots
+	n, slot, c := l.p.node, l.slot, l.c
+	n.inflight.Add(-1)
+	n.pool.release(l.res, err)
+	if slot {
+		<-c.fallbackSlots
 	}
 }
 
-// planFor reads the context's requirement and decides; the wait deadline
-// is set when a wait needs it (plan.waitDeadline).
-func (c *Connector) planFor(ctx context.Context, cls stmtClass) (plan, error) {
+// planFor reads the context's requirement and decides into pl (in place:
+// a plan is a few hundred bytes, copied on every return); the wait
+// deadline is set when a wait needs it (plan.waitDeadline).
+func (c *Connector) planFor(ctx context.Context, cls stmtClass, pl *plan) error {
 	t := c.topo.Load()
-	return decide(t, cls, requirementFrom(ctx), &c.cfg, c.marksFor(t.sysid).snapshot(), time.Time{}, time.Time{})
+	return pl.decide(t, cls, requirementFrom(ctx), &c.cfg, c.marksFor(t.sysid).snapshot(), time.Time{}, time.Time{})
 }
 
 // statement is what route runs on a leased connection, its args
@@ -109,7 +115,7 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 		}
 		if err == nil {
 			if l.replica {
-				l.p.node.answers.observe(time.Since(l.start))
+				l.observeAnswer()
 			}
 			c.noteServed(ctx, pl, &l)
 			return l, nil
@@ -219,7 +225,7 @@ func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool
 	p := res.Value()
 	p.node.inflight.Add(1)
 	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: LSN(p.node.replay.Load()),
-		start: time.Now()}
+		start: p.lent}
 }
 
 // leaseReplica borrows a connection to a replica that satisfies the plan.
@@ -283,7 +289,7 @@ func (c *Connector) leaseAffine(ctx context.Context, pl *plan) (lease, bool) {
 	if err != nil {
 		return lease{}, false
 	}
-	if !res.CreationTime().Before(pl.preferSince) {
+	if res.Value().created >= pl.preferSince {
 		pl.prefer.pool.release(res, nil) // newer than the read: maybe another incarnation
 		return lease{}, false
 	}
@@ -456,6 +462,7 @@ func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 				n.observeReplay(replay)
 				best = max(best, replay)
 				if replay >= pl.need {
+					res.Value().lent = monoNow() // the read starts after the check
 					return c.newLease(res, true, false), nil
 				}
 			}
@@ -537,27 +544,40 @@ func (c *Connector) noteServed(ctx context.Context, pl *plan, l *lease) {
 
 // finish does what a statement's plan asks once its results are consumed:
 // a write through Query is recorded (its position is read later); a read
-// of a session leaves what bounds the session's next read.
+// of a session leaves what bounds the session's next read. A statement's
+// snapshot was taken before its answer came, so the read ended, for the
+// bound, when it was answered.
 func (c *Connector) finish(pl *plan, l *lease) {
 	switch {
 	case pl.capture:
 		c.wrote(pl, l.p, false)
 	case pl.read:
-		c.boundRead(pl, l)
+		c.boundRead(pl, l, l.answered)
 	}
 }
 
 // boundRead records what bounds the next read of the plan's session after
-// a read on l (nothing to do without a session): the replica and when the
-// read ran (see plan.affinity), or a ticket for a read on the primary.
-func (c *Connector) boundRead(pl *plan, l *lease) {
+// a read on l that ended at end (zero: now; a transaction's ends when it
+// does), nothing to do without a session: the replica and when the read
+// ran (see plan.affinity), or a ticket for a read on the primary.
+func (c *Connector) boundRead(pl *plan, l *lease, end mono) {
 	switch {
 	case pl.session == nil:
 	case l.replica:
-		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksFor(pl.topo.sysid), l.p.node, l.start, time.Now())
+		if end == 0 {
+			end = monoNow()
+		}
+		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksFor(pl.topo.sysid), l.p.node, l.start, end)
 	default:
 		c.readOnPrimary(pl, l.p)
 	}
+}
+
+// observeAnswer notes that l's replica answered now: when (answered) and
+// how long it took (for the hedge delay).
+func (l *lease) observeAnswer() {
+	l.answered = monoNow()
+	l.p.node.answers.observe(l.answered.sub(l.start))
 }
 
 // writeFailed inspects a failed write: a primary that answers "read-only

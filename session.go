@@ -95,7 +95,7 @@ type sessionPos struct {
 	// cluster: it reads pending positions for Token and Snapshot.
 	via atomic.Pointer[Connector]
 	// lastNode is the replica of the session's last replica read on this
-	// cluster, which ran from lastStart to lastEnd (unix ns): until a
+	// cluster, which ran from lastStart to lastEnd (on the router's clock, clock.go): until a
 	// position read after it is folded into the watermark, a read
 	// elsewhere must first be bounded by one (see plan.affinity).
 	lastNode           atomic.Pointer[node]
@@ -163,7 +163,7 @@ func (p *sessionPos) resolvePending() {
 // noteReplicaRead records a read of the session on replica n of cluster
 // sysid, from start to end. Successive reads of a session record in
 // order; concurrent reads of one session are not ordered anyway.
-func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n *node, start, end time.Time) {
+func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n *node, start, end mono) {
 	if s == nil || sysid == 0 {
 		return
 	}
@@ -178,26 +178,26 @@ func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n
 	if p.via.Load() != c {
 		p.via.Store(c)
 	}
-	p.lastStart.Store(start.UnixNano())
-	p.lastEnd.Store(end.UnixNano())
+	p.lastStart.Store(int64(start))
+	p.lastEnd.Store(int64(end))
 	p.lastNode.Store(n)
 }
 
 // lastRead returns the session's last replica read on cluster sysid:
 // its replica and when it ran (nil when none is outstanding).
-func (s *Session) lastRead(sysid uint64) (n *node, start, end time.Time) {
+func (s *Session) lastRead(sysid uint64) (n *node, start, end mono) {
 	if s == nil || sysid == 0 {
-		return nil, time.Time{}, time.Time{}
+		return nil, 0, 0
 	}
 	p := s.pos(sysid, false)
 	if p == nil {
-		return nil, time.Time{}, time.Time{}
+		return nil, 0, 0
 	}
 	n = p.lastNode.Load()
 	if n == nil {
-		return nil, time.Time{}, time.Time{}
+		return nil, 0, 0
 	}
-	return n, time.Unix(0, p.lastStart.Load()), time.Unix(0, p.lastEnd.Load())
+	return n, mono(p.lastStart.Load()), mono(p.lastEnd.Load())
 }
 
 // notePending records an operation on cluster sysid whose position will

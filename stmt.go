@@ -195,8 +195,8 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	}
 	// A pinned conn outside a transaction: a write committed, and its LSN
 	// is read after it.
-	pl, err := cn.c.planFor(ctx, onPrimary(s.cls))
-	if err != nil {
+	var pl plan
+	if err := cn.c.planFor(ctx, onPrimary(s.cls), &pl); err != nil {
 		return nil, err
 	}
 	r, err := execStmt(ctx, st, args)
@@ -216,8 +216,8 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 	}
 	cn, p := s.cn, s.p
 	p.note(s.cls)
-	pl, err := cn.c.planFor(ctx, onPrimary(s.cls))
-	if err != nil {
+	var pl plan
+	if err := cn.c.planFor(ctx, onPrimary(s.cls), &pl); err != nil {
 		return nil, err
 	}
 	rows, err := queryStmt(ctx, st, args)

@@ -40,11 +40,11 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 	if !opts.ReadOnly || iso == sql.LevelSerializable || iso == sql.LevelLinearizable {
 		cls.hint = hintPrimary
 	}
-	pl, err := cn.c.planFor(ctx, cls)
-	if err != nil {
+	t := &tx{cn: cn}
+	if err := cn.c.planFor(ctx, cls, &t.pl); err != nil {
 		return nil, err
 	}
-	t := &tx{cn: cn, pl: pl}
+	var err error
 	begin := func(p *physical) (err error) {
 		t.inner, err = beginInner(ctx, p.conn, opts)
 		return err
@@ -56,7 +56,7 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 	case cls.read:
 		t.lease, err = cn.c.route(ctx, &t.pl, &statement{}, func(_ context.Context, p *physical) error { return begin(p) })
 	default:
-		if t.lease, err = cn.c.leasePrimary(ctx, pl.topo, false); err == nil {
+		if t.lease, err = cn.c.leasePrimary(ctx, t.pl.topo, false); err == nil {
 			if err = begin(t.lease.p); err != nil {
 				t.lease.release(err)
 			}
@@ -118,7 +118,7 @@ func (t *tx) Rollback() error {
 // a pinned session conn keeps its connection.
 func (t *tx) end(err error) {
 	if err == nil && !t.wrote {
-		t.cn.c.boundRead(&t.pl, &t.lease)
+		t.cn.c.boundRead(&t.pl, &t.lease, 0)
 	}
 	l := t.lease
 	t.lease = lease{}
