@@ -136,7 +136,8 @@ func (c Candidates) At(i int) Candidate {
 
 // Picker chooses the replica for one read. Pick returns an index in
 // [0, c.Len()); anything else means the first candidate. It runs on every
-// replica read, concurrently: it must be fast and safe for concurrent use.
+// replica read with more than one candidate (one needs no choice),
+// concurrently: it must be fast and safe for concurrent use.
 // Config.Picker takes one; the built-in policies (Config.Policy) are
 // Pickers too.
 type Picker interface {
@@ -151,6 +152,9 @@ func (f PickerFunc) Pick(c Candidates) int { return f(c) }
 
 // pick applies p to the set and returns a node index.
 func pick(p Picker, t *topology, set nodeSet) int {
+	if set&(set-1) == 0 {
+		return set.nth(0) // one candidate
+	}
 	c := Candidates{t: t, set: set}
 	k := p.Pick(c)
 	if k < 0 || k >= set.len() {

@@ -182,6 +182,14 @@ func TestPickers(t *testing.T) {
 	if got := pick(PickerFunc(func(Candidates) int { return 99 }), top, set); got != 1 {
 		t.Errorf("out-of-range pick gave %d, want the first candidate (1)", got)
 	}
+	// One candidate needs no choice: the picker is not asked.
+	asked := 0
+	counting := PickerFunc(func(Candidates) int { asked++; return 0 })
+	var one nodeSet
+	one.add(2)
+	if got := pick(counting, top, one); got != 2 || asked != 0 {
+		t.Errorf("one candidate: picked %d after asking the picker %d times, want 2 without asking", got, asked)
+	}
 }
 
 // TestSelectionAllocatesNothing: selection runs on every read.
