@@ -16,23 +16,31 @@ import (
 // the per-host pools and the topology monitor; closing the *sql.DB closes
 // it, which stops all background work and every physical connection.
 type Connector struct {
-	cfg   Config
-	log   *slog.Logger
-	nodes []*node
-	topo  atomic.Pointer[topology]
-	mon   *monitor
-	// probe is node.probe, replaceable by unit tests.
-	probe func(context.Context, *node) *nodeStatus
-
+	// What every statement reads comes first, in one cache line.
+	closed atomic.Bool
+	topo   atomic.Pointer[topology]
+	// mark is this connector's handle on its cluster's process
+	// watermarks; localMarks stand in while the cluster is unknown
+	// (watermark.go).
+	mark atomic.Pointer[watermark]
 	// refused remembers statements a replica refused with SQLSTATE
 	// 25006, so they go straight to the primary next time.
 	refused *refusedStatements
 	// picker chooses among the replicas that satisfy a read.
 	picker Picker
-	// mark is this connector's handle on its cluster's process
-	// watermarks; localMarks stand in while the cluster is unknown
-	// (watermark.go).
-	mark       atomic.Pointer[watermark]
+	// hedges bounds hedged reads (hedge.go); hedgeWatch sends them.
+	hedges     *hedgeBudget
+	hedgeWatch *hedgeWatch
+
+	// fallbackSlots bounds concurrent reads that fell back to the primary.
+	fallbackSlots chan struct{}
+	cfg           Config
+	log           *slog.Logger
+	nodes         []*node
+	mon           *monitor
+	// probe is node.probe, replaceable by unit tests.
+	probe func(context.Context, *node) *nodeStatus
+
 	localMarks clusterMarks
 	// captureScheduled, captureMu and captureTimer run the background
 	// capture of write positions (watermark.go).
@@ -54,17 +62,11 @@ type Connector struct {
 	// warnedHidden and warnedDenied log what the role cannot see once
 	// (privilege.go).
 	warnedHidden, warnedDenied atomic.Bool
-	// fallbackSlots bounds concurrent reads that fell back to the primary.
-	fallbackSlots chan struct{}
-	// hedges bounds hedged reads (hedge.go); hedgeWatch sends them.
-	hedges     *hedgeBudget
-	hedgeWatch *hedgeWatch
 
 	startOnce sync.Once
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
-	closed    atomic.Bool
 }
 
 var (

@@ -84,19 +84,10 @@ func (s *nodeStatus) healthy() bool { return s != nil && s.err == nil && s.role 
 
 // node is one host of the cluster: its pool and what the monitor knows.
 type node struct {
-	idx   int
-	host  Host
-	name  string // host:port, for messages (never carries credentials)
-	inner driver.Connector
-	pool  *hostPool
-
-	// status is the last probe's answer, written by the node's monitor
-	// loop and read when the topology is rebuilt (never on the hot path,
-	// which reads the topology snapshot).
-	status atomic.Pointer[nodeStatus]
-
-	// Hot-path state, read live by selection.
-	//
+	// Hot-path state, read live by selection and borrows; first, in one
+	// cache line.
+	idx  int
+	pool *hostPool
 	// replay is the highest replay LSN known for this replica, from the
 	// monitor or from a check on the hot path. Replay only moves forward on
 	// a timeline, so a value here proves the replica has at least this much.
@@ -114,6 +105,15 @@ type node struct {
 	// asynchronously: reads that bound what they saw then use the insert
 	// LSN.
 	asyncSeen atomic.Bool
+
+	host  Host
+	name  string // host:port, for messages (never carries credentials)
+	inner driver.Connector
+
+	// status is the last probe's answer, written by the node's monitor
+	// loop and read when the topology is rebuilt (never on the hot path,
+	// which reads the topology snapshot).
+	status atomic.Pointer[nodeStatus]
 
 	// Monitor state.
 	//

@@ -13,37 +13,39 @@ import (
 	"github.com/jackc/puddle/v2"
 )
 
-// physical is one server connection of the inner driver.
+// physical is one server connection of the inner driver. What every
+// borrow reads and writes comes first, in one cache line.
 type physical struct {
 	conn driver.Conn
 	node *node
-	// dirty is set when a statement changed session state (SET, temp
-	// tables, LISTEN, ...): the connection is closed rather than reused.
-	dirty bool
-	// asyncCommit is set once this session may commit asynchronously
-	// (synchronous_commit changed), which changes how a write's LSN is read.
-	asyncCommit bool
-	// wire is what the router needs beyond database/sql's interfaces.
-	wire wire
-	// hedge is the connection's hedging state, once a read used it
-	// (atomic: the connector's hedgeWatch looks at it).
-	hedge atomic.Pointer[hedgeSlot]
-	// pgx records the connection's borrow by the pgx-native handle
-	// (pgxroute.go), reused from one borrow to the next.
-	pgx pgxLease
-
 	// owner says who holds the connection: the pool (ownerPool), a
 	// borrower (ownerBorrower, set by acquire), or, once Close took it from
 	// a borrower that never gave it back, nobody (ownerOrphan). res is the
 	// resource a borrower holds, for Close.
 	owner atomic.Int32
 	res   *puddle.Resource[*physical]
-	// socks are the sockets the inner driver dialed for this connection.
-	socks *sockets
 	// created and returned are when it was made and last given back, and
 	// lent when it was last lent (the lease's start): a borrow checks its
 	// age and idle time, and starts its lease, with one clock read.
 	created, returned, lent mono
+
+	// dirty is set when a statement changed session state (SET, temp
+	// tables, LISTEN, ...): the connection is closed rather than reused.
+	dirty bool
+	// asyncCommit is set once this session may commit asynchronously
+	// (synchronous_commit changed), which changes how a write's LSN is read.
+	asyncCommit bool
+	// hedge is the connection's hedging state, once a read used it
+	// (atomic: the connector's hedgeWatch looks at it).
+	hedge atomic.Pointer[hedgeSlot]
+	// wire is what the router needs beyond database/sql's interfaces.
+	wire wire
+	// pgx records the connection's borrow by the pgx-native handle
+	// (pgxroute.go), reused from one borrow to the next.
+	pgx pgxLease
+
+	// socks are the sockets the inner driver dialed for this connection.
+	socks *sockets
 	// closeOnce closes conn once: the destructor and a borrower that comes
 	// back after Close may both try.
 	closeOnce sync.Once

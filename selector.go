@@ -91,7 +91,7 @@ func (pl *plan) replicas(position bool) nodeSet {
 			continue
 		}
 		all.add(i)
-		if pl.zone != "" && v.n.host.Zone == pl.zone {
+		if pl.zone != "" && v.zone == pl.zone {
 			local.add(i)
 		}
 	}

@@ -49,7 +49,7 @@ func snapshot(excludeSync bool, specs ...spec) *topology {
 		if s.role == rolePrimary && t.primary < 0 {
 			t.primary = i
 		}
-		t.nodes[i] = nodeView{n: n, status: st, probed: true, lag: s.lag, lagBytes: s.lagBytes, rtt: s.rtt}
+		t.nodes[i] = nodeView{n: n, zone: n.host.Zone, status: st, probed: true, lag: s.lag, lagBytes: s.lagBytes, rtt: s.rtt}
 	}
 	if p := t.primaryNode(); p != nil {
 		p.status.syncStates = syncStates

@@ -29,17 +29,21 @@ type topology struct {
 
 // nodeView is one host as the monitor saw it when the topology was built.
 type nodeView struct {
-	n        *node      // the pool and the hot-path counters
-	status   nodeStatus // copy of the last probe's answer
-	probed   bool       // false until the first probe answered or failed
-	lagBytes uint64     // primary position minus this replica's replay position
-	lag      time.Duration
-	rtt      time.Duration // smoothed probe round trip
-	// syncState is this replica's sync_state as the primary reports it.
-	syncState string
+	// What selection reads on every statement comes first, in one cache
+	// line.
+	n *node // the pool and the hot-path counters
 	// excluded is why the host may not serve reads at all (a role, health
 	// or cluster reason); rejectNone for a replica of this cluster.
 	excluded rejection
+	lagBytes uint64 // primary position minus this replica's replay position
+	lag      time.Duration
+	zone     string // the host's (Host.Zone)
+
+	status nodeStatus    // copy of the last probe's answer
+	probed bool          // false until the first probe answered or failed
+	rtt    time.Duration // smoothed probe round trip
+	// syncState is this replica's sync_state as the primary reports it.
+	syncState string
 }
 
 // primaryNode returns the primary's view, or nil.
@@ -62,7 +66,7 @@ func (t *topology) primaryHost() *node {
 func emptyTopology(nodes []*node) *topology {
 	t := &topology{primary: -1, writeErr: ErrNoPrimary, nodes: make([]nodeView, len(nodes))}
 	for i, n := range nodes {
-		t.nodes[i] = nodeView{n: n, excluded: rejectUnprobed}
+		t.nodes[i] = nodeView{n: n, excluded: rejectUnprobed, zone: n.host.Zone}
 	}
 	return t
 }
@@ -82,7 +86,7 @@ func buildTopology(nodes []*node, lags *lagTracker, excludeSync bool) *topology 
 	var inRecovery, unprobed []string
 	for i, n := range nodes {
 		v := &t.nodes[i]
-		v.n, v.rtt = n, n.rttEWMA()
+		v.n, v.rtt, v.zone = n, n.rttEWMA(), n.host.Zone
 		st := n.status.Load()
 		if st == nil {
 			unprobed = append(unprobed, n.name)
