@@ -16,8 +16,9 @@ import (
 // the per-host pools and the topology monitor; closing the *sql.DB closes
 // it, which stops all background work and every physical connection.
 type Connector struct {
-	// What every statement reads comes first, in one cache line.
+	// What every statement reads comes first, in two cache lines.
 	closed atomic.Bool
+	pq     bool // the inner driver is lib/pq (Config.Driver)
 	topo   atomic.Pointer[topology]
 	// mark is this connector's handle on its cluster's process
 	// watermarks; localMarks stand in while the cluster is unknown
@@ -31,6 +32,7 @@ type Connector struct {
 	// hedges bounds hedged reads (hedge.go); hedgeWatch sends them.
 	hedges     *hedgeBudget
 	hedgeWatch *hedgeWatch
+	settings   settings
 
 	// fallbackSlots bounds concurrent reads that fell back to the primary.
 	fallbackSlots chan struct{}
@@ -86,7 +88,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Connector{cfg: cfg, log: cfg.Logger, refused: newRefusedStatements(1024)}
+	c := &Connector{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger, refused: newRefusedStatements(1024)}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

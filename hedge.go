@@ -172,7 +172,7 @@ type hedgeSlot struct {
 
 // hedgeable reports whether a read on l may be hedged.
 func (c *Connector) hedgeable(pl *plan, l *lease) bool {
-	return pl.read && l.replica && c.cfg.HedgeDelay > 0
+	return pl.read && l.replica && c.settings.hedgeDelay > 0
 }
 
 // slot returns p's hedge slot, making it on first use.
@@ -200,7 +200,7 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedg
 	// No launch runs, and none starts before due is stored: the fields
 	// are the read's own.
 	s.state, s.waiting, s.second = hedgeArmed, false, nil
-	s.delay = first.p.node.answers.hedgeDelay(c.cfg.HedgeDelay)
+	s.delay = first.p.node.answers.hedgeDelay(c.settings.hedgeDelay)
 	s.c, s.ctx, s.pl, s.work = c, ctx, *pl, w
 	due := int64(first.start) + int64(s.delay)
 	s.due.Store(due)
@@ -380,10 +380,10 @@ func (s *hedgeSlot) target() *node {
 // it until its deadline. The dial goes on in the pool's background. The
 // health check of an idle connection gets no longer either.
 func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
-	if !others || c.cfg.HedgeDelay <= 0 {
+	if !others || c.settings.hedgeDelay <= 0 {
 		return n.pool.acquire(ctx)
 	}
-	delay := n.answers.hedgeDelay(c.cfg.HedgeDelay)
+	delay := n.answers.hedgeDelay(c.settings.hedgeDelay)
 	if res, ok := n.pool.tryAcquire(ctx, delay); ok {
 		return res, nil
 	}

@@ -43,8 +43,6 @@ type plan struct {
 	deadline time.Time
 	budget   time.Duration
 	fallback Fallback
-	// staleLag bounds the replicas FallbackStale may use (0: any).
-	staleLag time.Duration
 	zone     string
 	session  *Session
 	// fresh are the replicas that satisfy the read now, the client's
@@ -96,15 +94,14 @@ func (pl *plan) waited() time.Duration {
 // watermarks of this cluster, the time and the context's deadline (zero:
 // none). A zero time leaves the deadline to be set when a wait first
 // needs it (waitDeadline), as the router does.
-func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *Config, process processLSNs, now, ctxDeadline time.Time) error {
+func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *settings, process processLSNs, now, ctxDeadline time.Time) error {
 	*pl = plan{
 		topo:     t,
 		read:     cls.read,
 		capture:  !cls.read && !cls.noWAL,
-		budget:   cfg.WaitBudget,
-		fallback: req.fallbackOr(cfg.Fallback),
-		staleLag: cfg.StaleFallbackLag,
-		zone:     cfg.Zone,
+		budget:   cfg.waitBudget,
+		fallback: req.fallbackOr(cfg.fallback),
+		zone:     cfg.zone,
 	}
 	if !now.IsZero() {
 		pl.setDeadline(now, ctxDeadline)
@@ -123,14 +120,14 @@ func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *Config
 		return err
 	}
 	switch {
-	case kind == readDefault && cfg.DefaultConsistency == ConsistencyPrimary:
+	case kind == readDefault && cfg.consistency == ConsistencyPrimary:
 		kind = readPrimary
-	case kind == readDefault && cfg.DefaultConsistency == ConsistencyEventual:
+	case kind == readDefault && cfg.consistency == ConsistencyEventual:
 		kind = readEventual
 	case kind == readDefault:
 		kind, need = readPosition, process.all
 		pl.pending = process.pendingAll
-	case kind == readPosition && cfg.DefaultConsistency == ConsistencyProcess:
+	case kind == readPosition && cfg.consistency == ConsistencyProcess:
 		// A session or token read also sees what this process wrote
 		// without a session (see clusterMarks).
 		need = max(need, process.shared)
@@ -157,7 +154,7 @@ func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *Config
 	case need == 0:
 		// Without a position there is nothing to prove freshness with:
 		// the configured lag bounds apply.
-		pl.maxLag, pl.maxLagBytes = cfg.MaxLag, cfg.MaxLagBytes
+		pl.maxLag, pl.maxLagBytes = cfg.maxLag, cfg.maxLagBytes
 	}
 	if kind == readPosition {
 		pl.affinity(t)

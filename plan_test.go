@@ -65,7 +65,8 @@ func TestDecide(t *testing.T) {
 				tc.cfg(&c)
 			}
 			var pl plan
-			err := pl.decide(top, tc.cls, requirementFrom(tc.ctx), &c, tc.process, now, tc.deadline)
+			s := settingsOf(&c)
+			err := pl.decide(top, tc.cls, requirementFrom(tc.ctx), &s, tc.process, now, tc.deadline)
 			if err != nil {
 				t.Fatal(err)
 			}

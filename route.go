@@ -56,7 +56,7 @@ func (l *lease) release(err error) {
 // deadline is set when a wait needs it (plan.waitDeadline).
 func (c *Connector) planFor(ctx context.Context, cls stmtClass, pl *plan) error {
 	t := c.topo.Load()
-	return pl.decide(t, cls, requirementFrom(ctx), &c.cfg, c.marksFor(t.sysid).snapshot(), time.Time{}, time.Time{})
+	return pl.decide(t, cls, requirementFrom(ctx), &c.settings, c.marksFor(t.sysid).snapshot(), time.Time{}, time.Time{})
 }
 
 // statement is what route runs on a leased connection, its args
@@ -96,7 +96,7 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 		if err != nil {
 			return lease{}, err
 		}
-		if c.cfg.Driver == DriverPq {
+		if c.pq {
 			// The statement and its rows end with the lease (route serves
 			// statements outside transactions and pinned connections).
 			l.watch = watchDeadline(ctx, l.p, c.cfg.ProbeTimeout)
@@ -263,7 +263,7 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		// Accept a replica beyond the lag bounds rather than load the
 		// primary.
 		stale := *pl
-		stale.maxLag, stale.maxLagBytes = pl.staleLag, 0
+		stale.maxLag, stale.maxLagBytes = c.cfg.StaleFallbackLag, 0
 		if set := stale.replicas(false); set != 0 {
 			i := pick(c.picker, pl.topo, set)
 			if res, err := pl.topo.nodes[i].n.pool.acquire(ctx); err == nil {
