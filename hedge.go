@@ -163,11 +163,38 @@ type hedgeSlot struct {
 	done    chan hedgeResult // the hedge's outcome when the caller waits (cap 1)
 
 	// The read, copied when armed (launch runs on a goroutine of its own).
-	delay time.Duration
-	c     *Connector
-	ctx   context.Context
-	pl    plan
-	work  hedgeWork
+	delay  time.Duration
+	c      *Connector
+	ctx    context.Context
+	target hedgeTarget
+	work   hedgeWork
+}
+
+// hedgeTarget is what a hedge needs of its read's plan to choose its
+// replica (hedgeSlot.pick): a few of the plan's fields, copied when a
+// read is armed, where the whole plan would be several cache lines.
+type hedgeTarget struct {
+	topo        *topology
+	need        LSN // with the bound on a session's last read, if any
+	maxLag      time.Duration
+	maxLagBytes uint64
+	tried       nodeSet
+	zone        string
+	// none: no replica may serve the hedge (a session read served by its
+	// last replica with no known bound on that read).
+	none bool
+}
+
+// hedgeTargetOf is pl's hedgeTarget. After a read served by the session's
+// last replica without a bound (affinity), the hedge must also have what
+// that read saw.
+func hedgeTargetOf(pl *plan) hedgeTarget {
+	t := hedgeTarget{topo: pl.topo, need: pl.need, maxLag: pl.maxLag, maxLagBytes: pl.maxLagBytes, tried: pl.tried, zone: pl.zone}
+	if pl.prefer != nil {
+		t.need = max(t.need, pl.lastReadBound)
+		t.none = !pl.lastReadBoundKnown
+	}
+	return t
 }
 
 // hedgeable reports whether a read on l may be hedged.
@@ -201,7 +228,7 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedg
 	// are the read's own.
 	s.state, s.waiting, s.second = hedgeArmed, false, nil
 	s.delay = first.p.node.answers.hedgeDelay(c.settings.hedgeDelay)
-	s.c, s.ctx, s.pl, s.work = c, ctx, *pl, w
+	s.c, s.ctx, s.target, s.work = c, ctx, hedgeTargetOf(pl), w
 	due := int64(first.start) + int64(s.delay)
 	s.due.Store(due)
 	s.watch.armed()
@@ -258,7 +285,7 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedg
 
 // forget drops the read's references (called with mu held).
 func (s *hedgeSlot) forget() {
-	s.c, s.ctx, s.pl, s.work = nil, nil, plan{}, hedgeWork{}
+	s.c, s.ctx, s.target, s.work = nil, nil, hedgeTarget{}, hedgeWork{}
 }
 
 // launch sends the hedge, on a goroutine of its own, once the watch took
@@ -272,7 +299,7 @@ func (s *hedgeSlot) launch() {
 		return
 	}
 	c, ctx, w := s.c, s.ctx, s.work
-	n := s.target()
+	n := s.pick()
 	if n == nil || !c.hedges.take(c.metrics.replicaReads.Load()) {
 		if n != nil {
 			c.metrics.hedgesDenied.Add(1)
@@ -348,19 +375,16 @@ func (s *hedgeSlot) end(r hedgeResult) {
 	s.busy.Store(false)
 }
 
-// target picks the replica a hedge goes to: one the plan accepts, other
-// than the first attempt's, proven fresh by its cached replay position (a
-// hedge does not wait). After a read served by the session's last replica
-// without a bound (affinity), the hedge must also have what that read saw.
-// nil when there is none. Called with mu held.
-func (s *hedgeSlot) target() *node {
-	pl := s.pl
-	if pl.prefer != nil {
-		if !pl.lastReadBoundKnown {
-			return nil
-		}
-		pl.need = max(pl.need, pl.lastReadBound)
+// pick chooses the replica a hedge goes to: one the read's plan accepts
+// (s.target), other than the first attempt's, proven fresh by its cached
+// replay position (a hedge does not wait); nil when there is none. Called
+// with mu held.
+func (s *hedgeSlot) pick() *node {
+	t := &s.target
+	if t.none {
+		return nil
 	}
+	pl := plan{topo: t.topo, read: true, need: t.need, maxLag: t.maxLag, maxLagBytes: t.maxLagBytes, tried: t.tried, zone: t.zone}
 	pl.tried.add(s.first.node.idx)
 	set := pl.replicas(true)
 	if set == 0 && pl.zone != "" {

@@ -111,3 +111,46 @@ func TestHedgeDelayFollowsAnswers(t *testing.T) {
 		t.Errorf("answers of 1ms: delay %v, want the floor", d)
 	}
 }
+
+// TestHedgeTarget: a hedge goes to a replica its read's plan accepts,
+// never the first attempt's, in another zone when the first held the only
+// one in zone; after a session read on its last replica it must also
+// have what that read saw, and with no known bound on that read there is
+// no hedge.
+func TestHedgeTarget(t *testing.T) {
+	top := snapshot(false,
+		spec{role: rolePrimary},
+		spec{role: roleReplica, replay: 1000, zone: "a"},
+		spec{role: roleReplica, replay: 500, zone: "b"},
+		spec{role: roleReplica, replay: 950, zone: "b"},
+	)
+	// The first candidate, so that a wrong candidate set shows.
+	c := &Connector{picker: PickerFunc(func(Candidates) int { return 0 })}
+	first := &physical{node: top.nodes[1].n}
+	target := func(pl plan) *node {
+		pl.topo, pl.read = top, true
+		s := &hedgeSlot{first: first, c: c, target: hedgeTargetOf(&pl)}
+		return s.pick()
+	}
+	for _, tc := range []struct {
+		name string
+		pl   plan
+		want int // -1: no hedge
+	}{
+		{"any replica but the first", plan{need: 900}, 3},
+		{"the first held the only one in zone", plan{need: 900, zone: "a"}, 3},
+		{"none has the position", plan{need: 990}, -1},
+		{"affinity with a known bound on the last read", plan{need: 400, prefer: top.nodes[1].n, lastReadBound: 900, lastReadBoundKnown: true}, 3},
+		{"affinity with no known bound", plan{need: 400, prefer: top.nodes[1].n}, -1},
+	} {
+		got := target(tc.pl)
+		switch {
+		case tc.want < 0 && got != nil:
+			t.Errorf("%s: hedge to %s, want none", tc.name, got.name)
+		case tc.want >= 0 && got == nil:
+			t.Errorf("%s: no hedge, want node %d", tc.name, tc.want)
+		case tc.want >= 0 && got.idx != tc.want:
+			t.Errorf("%s: hedge to node %d, want node %d", tc.name, got.idx, tc.want)
+		}
+	}
+}
