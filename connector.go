@@ -16,7 +16,8 @@ import (
 // the per-host pools and the topology monitor; closing the *sql.DB closes
 // it, which stops all background work and every physical connection.
 type Connector struct {
-	// What every statement reads comes first, in two cache lines.
+	// What every statement reads comes first: these fields, settings, the
+	// logger and the counters most reads add to share three cache lines.
 	closed atomic.Bool
 	pq     bool // the inner driver is lib/pq (Config.Driver)
 	topo   atomic.Pointer[topology]
@@ -33,11 +34,12 @@ type Connector struct {
 	hedges     *hedgeBudget
 	hedgeWatch *hedgeWatch
 	settings   settings
+	log        *slog.Logger
+	metrics    metrics
 
 	// fallbackSlots bounds concurrent reads that fell back to the primary.
 	fallbackSlots chan struct{}
 	cfg           Config
-	log           *slog.Logger
 	nodes         []*node
 	mon           *monitor
 	// probe is node.probe, replaceable by unit tests.
@@ -56,7 +58,6 @@ type Connector struct {
 	captureClosed bool
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
-	metrics     metrics
 	// classes caches the classification of long statements.
 	classes classCache
 	// lastStormLog rate-limits the fallback-storm warning (unix ns).

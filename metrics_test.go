@@ -58,3 +58,17 @@ func spread(lo, hi time.Duration, n int) []time.Duration {
 	}
 	return s
 }
+
+// TestWaitCountsZeroWaits: a read that waited for nothing counts in the
+// first bucket and adds nothing to sum or max.
+func TestWaitCountsZeroWaits(t *testing.T) {
+	var h histogram
+	h.observe(0)
+	h.observe(0)
+	h.observe(3 * time.Millisecond)
+	ws := h.snapshot()
+	if ws.Count != 3 || ws.Buckets[0].Count != 2 || ws.Sum != 3*time.Millisecond || ws.Max != 3*time.Millisecond {
+		t.Errorf("after two zero waits and one of 3ms: count %d, first bucket %d, sum %v, max %v; want 3, 2, 3ms, 3ms",
+			ws.Count, ws.Buckets[0].Count, ws.Sum, ws.Max)
+	}
+}
