@@ -91,10 +91,11 @@ func (pl *plan) waited() time.Duration {
 // decide turns a statement into a plan, written to pl: a pure function
 // of the topology snapshot, the statement's class, the context's
 // requirement (read once by the caller), the configuration, the process
-// watermarks of this cluster, the time and the context's deadline (zero:
+// watermarks of this cluster (read only when the requirement needs them:
+// an eventual read does not), the time and the context's deadline (zero:
 // none). A zero time leaves the deadline to be set when a wait first
 // needs it (waitDeadline), as the router does.
-func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *settings, process processLSNs, now, ctxDeadline time.Time) error {
+func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *settings, process func() processLSNs, now, ctxDeadline time.Time) error {
 	*pl = plan{
 		topo:     t,
 		read:     cls.read,
@@ -125,16 +126,18 @@ func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *settin
 	case kind == readDefault && cfg.consistency == ConsistencyEventual:
 		kind = readEventual
 	case kind == readDefault:
-		kind, need = readPosition, process.all
-		pl.pending = process.pendingAll
+		p := process()
+		kind, need = readPosition, p.all
+		pl.pending, pl.pendingWriteAt = p.pendingAll, p.writeAt
 	case kind == readPosition && cfg.consistency == ConsistencyProcess:
 		// A session or token read also sees what this process wrote
 		// without a session (see clusterMarks).
-		need = max(need, process.shared)
-		pl.pending = process.pendingShared
+		p := process()
+		need = max(need, p.shared)
+		pl.pending, pl.pendingWriteAt = p.pendingShared, p.writeAt
 	}
-	if pl.pending != 0 {
-		pl.pendingWriteAt = process.writeAt
+	if pl.pending == 0 {
+		pl.pendingWriteAt = time.Time{}
 	}
 	if kind == readPosition {
 		if st, at := pl.session.pendingFor(t.sysid); st != 0 {

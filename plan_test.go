@@ -66,7 +66,8 @@ func TestDecide(t *testing.T) {
 			}
 			var pl plan
 			s := settingsOf(&c)
-			err := pl.decide(top, tc.cls, requirementFrom(tc.ctx), &s, tc.process, now, tc.deadline)
+			process := func() processLSNs { return tc.process }
+			err := pl.decide(top, tc.cls, requirementFrom(tc.ctx), &s, process, now, tc.deadline)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,5 +91,36 @@ func TestDecide(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecideReadsWatermarksOnlyWhenNeeded: the process watermarks are two
+// cache lines away; an eventual read, a staleness bound or a write does
+// not read them, a default or session read does.
+func TestDecideReadsWatermarksOnlyWhenNeeded(t *testing.T) {
+	top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 500})
+	cfg := Config{WaitBudget: time.Second, Fallback: FallbackPrimary}
+	s := settingsOf(&cfg)
+	bg := context.Background()
+	for _, tc := range []struct {
+		name string
+		cls  stmtClass
+		ctx  context.Context
+		want bool
+	}{
+		{"eventual", classify("SELECT 1"), WithEventual(bg), false},
+		{"staleness", classify("SELECT 1"), WithMaxStaleness(bg, time.Second), false},
+		{"write", classify("UPDATE t SET x = 1"), bg, false},
+		{"default (process)", classify("SELECT 1"), bg, true},
+		{"session", classify("SELECT 1"), WithSession(bg, NewSession()), true},
+	} {
+		read := false
+		var pl plan
+		if err := pl.decide(top, tc.cls, requirementFrom(tc.ctx), &s, func() processLSNs { read = true; return processLSNs{} }, time.Time{}, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if read != tc.want {
+			t.Errorf("%s: watermarks read %v, want %v", tc.name, read, tc.want)
+		}
 	}
 }

@@ -56,7 +56,8 @@ func (l *lease) release(err error) {
 // deadline is set when a wait needs it (plan.waitDeadline).
 func (c *Connector) planFor(ctx context.Context, cls stmtClass, pl *plan) error {
 	t := c.topo.Load()
-	return pl.decide(t, cls, requirementFrom(ctx), &c.settings, c.marksFor(t.sysid).snapshot(), time.Time{}, time.Time{})
+	process := func() processLSNs { return c.marksFor(t.sysid).snapshot() }
+	return pl.decide(t, cls, requirementFrom(ctx), &c.settings, process, time.Time{}, time.Time{})
 }
 
 // statement is what route runs on a leased connection, its args
