@@ -104,6 +104,11 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 		if err != nil {
 			return nil, err
 		}
+		if h.Zone == c.settings.zone {
+			// The same string, so that selection's comparison of a replica's
+			// zone with the client's stops at the pointers.
+			h.Zone = c.settings.zone
+		}
 		n := &node{idx: i, host: h, name: hostName(h), inner: ic, wakeCh: make(chan struct{}, 1)}
 		if n.pool, err = newHostPool(n, ic, &c.cfg); err != nil {
 			return nil, err

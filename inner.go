@@ -136,6 +136,9 @@ func (r *stmtRows) Close() error {
 // every value (it does not know yet which physical conn will run the
 // statement), so the conversion happens here.
 func convertArgs(c driver.Conn, args []driver.NamedValue) error {
+	if len(args) == 0 {
+		return nil // the pgx handle's statements, and any without arguments
+	}
 	checker, _ := c.(driver.NamedValueChecker)
 	for i := range args {
 		nv := &args[i]

@@ -113,9 +113,9 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		return newPgxLease(&pl, l, req.Kind), nil
 	}
 	// Most reads need no guard: checked here, inlined, to spare them the
-	// call and the type assertion.
+	// call.
 	if pl.unproven() && guardable(req.Kind) {
-		if g, ok := op.(pgxroute.GuardedOp); ok {
+		if g := req.Guarded; g != nil {
 			l, ok, err := c.guardedRead(ctx, &pl, cls, g)
 			if err != nil {
 				return pgxroute.Lease{}, err
@@ -128,9 +128,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 	// A query's op may be hedged; it holds the results for the caller.
 	st := &statement{query: query, cls: cls}
 	if req.Kind == pgxroute.Query && pl.read {
-		if h, ok := op.(pgxroute.HedgeOp); ok {
-			st.hedge = h
-		}
+		st.hedge = req.Hedge
 	}
 	l, err = c.route(ctx, &pl, st, func(_ context.Context, p *physical) error {
 		p.note(cls)
@@ -289,7 +287,7 @@ func (l *pgxLease) WriteFailed(err error) error { return l.l.c.writeFailed(l.l.p
 // notIdle returns errNotIdle for a connection that is busy or inside a
 // transaction, else err.
 func notIdle(p *physical, err error) error {
-	if pc := pgxConnOf(p); !serverGone(err) && (pc.IsClosed() || pc.PgConn().IsBusy() || pc.PgConn().TxStatus() != 'I') {
+	if pc := pgxConnOf(p); (err == nil || !serverGone(err)) && (pc.IsClosed() || pc.PgConn().IsBusy() || pc.PgConn().TxStatus() != 'I') {
 		return errNotIdle
 	}
 	return err

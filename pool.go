@@ -28,6 +28,9 @@ type physical struct {
 	// lent when it was last lent (the lease's start): a borrow checks its
 	// age and idle time, and starts its lease, with one clock read.
 	created, returned, lent mono
+	// valid is conn as a driver.Validator, if it is one (asserted once:
+	// every borrow and return asks it).
+	valid driver.Validator
 
 	// dirty is set when a statement changed session state (SET, temp
 	// tables, LISTEN, ...): the connection is closed rather than reused.
@@ -115,6 +118,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 				return nil, err
 			}
 			p := &physical{conn: c, node: n, socks: socks, wire: newWire(c)}
+			p.valid, _ = c.(driver.Validator)
 			p.created = monoNow()
 			p.returned = p.created
 			hp.mu.Lock()
@@ -208,7 +212,7 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 		return false
 	}
 	c := res.Value().conn
-	if v, ok := c.(driver.Validator); ok && !v.IsValid() {
+	if v := res.Value().valid; v != nil && !v.IsValid() {
 		return false
 	}
 	if p := res.Value(); checkSocket && !p.wire.live(p) {
@@ -271,7 +275,7 @@ func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 		res.Destroy()
 		return
 	}
-	if v, ok := p.conn.(driver.Validator); ok && !v.IsValid() {
+	if p.valid != nil && !p.valid.IsValid() {
 		res.Destroy()
 		return
 	}

@@ -85,7 +85,8 @@ func (pl *plan) reject(v *nodeView, position bool) rejection {
 // zone qualifies, only those in zone are returned.
 func (pl *plan) replicas(position bool) nodeSet {
 	var all, local nodeSet
-	for i := range pl.topo.nodes {
+	for set := pl.topo.eligible; set != 0; set &= set - 1 {
+		i := set.nth(0)
 		v := &pl.topo.nodes[i]
 		if pl.reject(v, position) != rejectNone {
 			continue

@@ -56,6 +56,9 @@ func snapshot(excludeSync bool, specs ...spec) *topology {
 	}
 	for i := range t.nodes {
 		t.nodes[i].excluded = t.exclusion(i, excludeSync)
+		if t.nodes[i].excluded == rejectNone {
+			t.eligible.add(i)
+		}
 	}
 	return t
 }

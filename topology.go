@@ -14,6 +14,9 @@ import (
 type topology struct {
 	nodes   []nodeView // every host, in DSN order
 	primary int        // index into nodes; -1 when no host takes writes
+	// eligible are the hosts no static filter excludes (a replica of
+	// this cluster, healthy): the only ones selection looks at.
+	eligible nodeSet
 	// writeErr says why there is no primary (wraps ErrNoPrimary or
 	// ErrSplitBrain): which hosts failed and why (a *HostError each),
 	// which are in recovery.
@@ -132,6 +135,9 @@ func buildTopology(nodes []*node, lags *lagTracker, excludeSync bool) *topology 
 			t.sysid = v.status.sysid // no primary: the replicas still name the cluster
 		}
 		v.excluded = t.exclusion(i, excludeSync)
+		if v.excluded == rejectNone {
+			t.eligible.add(i)
+		}
 		if v.status.role == roleReplica && v.probed {
 			t.measureLag(v, lags)
 		}

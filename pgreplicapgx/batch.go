@@ -27,6 +27,7 @@ func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		req.Kind = pgxroute.TxBatch
 	}
 	op := &batchOp{ctx: ctx, b: b}
+	req.Guarded = op
 	l, err := p.routeOp(ctx, req, op)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)

@@ -143,7 +143,7 @@ func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 func (p *Pool) query(ctx context.Context, sql string, args []any) (*rows, error) {
 	r := p.newRows()
 	r.ctx, r.sql, r.args = ctx, sql, args
-	l, err := p.routeOp(ctx, pgxroute.Request{Kind: pgxroute.Query, SQL: sql}, r)
+	l, err := p.routeOp(ctx, pgxroute.Request{Kind: pgxroute.Query, SQL: sql, Guarded: r, Hedge: r}, r)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func (p *Pool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) 
 		kind = pgxroute.ReadOnlyTx
 	}
 	op := &txOp{ctx: ctx, opts: opts}
-	l, err := p.routeOp(ctx, pgxroute.Request{Kind: kind}, op)
+	l, err := p.routeOp(ctx, pgxroute.Request{Kind: kind, Guarded: op}, op)
 	if err != nil {
 		return nil, err
 	}

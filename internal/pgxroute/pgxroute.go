@@ -49,6 +49,12 @@ type Request struct {
 	SQL string
 	// Batch holds the statements of a Batch.
 	Batch []string
+	// Guarded and Hedge are the request's op as a GuardedOp and a
+	// HedgeOp, when it is one: set by the caller, which knows its type,
+	// so that a read's path makes no type assertion (each costs a lookup
+	// in the runtime's caches).
+	Guarded GuardedOp
+	Hedge   HedgeOp
 }
 
 // Op is what runs on the connection the router chose. A type of the
