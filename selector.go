@@ -82,24 +82,30 @@ func (pl *plan) reject(v *nodeView, position bool) rejection {
 
 // replicas returns the nodes that pass every filter (the replay filter
 // when position is set), the client's zone preferred: when a replica in
-// zone qualifies, only those in zone are returned.
+// zone qualifies, only those in zone are returned, and the others are not
+// looked at (their counters are cache misses).
 func (pl *plan) replicas(position bool) nodeSet {
-	var all, local nodeSet
+	if pl.zone != "" {
+		if local := pl.pass(position, true); local != 0 {
+			return local
+		}
+	}
+	return pl.pass(position, false)
+}
+
+// pass returns the eligible nodes that pass every filter, only those in
+// the plan's zone when inZone is set.
+func (pl *plan) pass(position, inZone bool) nodeSet {
+	var ok nodeSet
 	for set := pl.topo.eligible; set != 0; set &= set - 1 {
 		i := set.nth(0)
 		v := &pl.topo.nodes[i]
-		if pl.reject(v, position) != rejectNone {
+		if inZone && v.zone != pl.zone || pl.reject(v, position) != rejectNone {
 			continue
 		}
-		all.add(i)
-		if pl.zone != "" && v.zone == pl.zone {
-			local.add(i)
-		}
+		ok.add(i)
 	}
-	if local != 0 {
-		return local
-	}
-	return all
+	return ok
 }
 
 // Candidate is a replica that satisfies a read, as a Picker sees it.

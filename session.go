@@ -180,7 +180,9 @@ func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n
 	}
 	p.lastStart.Store(int64(start))
 	p.lastEnd.Store(int64(end))
-	p.lastNode.Store(n)
+	if p.lastNode.Load() != n {
+		p.lastNode.Store(n)
+	}
 }
 
 // lastRead returns the session's last replica read on cluster sysid:
