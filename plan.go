@@ -176,12 +176,12 @@ func (pl *plan) affinity(t *topology) {
 	}
 	pl.prefer, pl.preferSince = n, start
 	if n.idx < len(t.nodes) && t.nodes[n.idx].n == n {
-		if st := &t.nodes[n.idx].status; st.err == nil && st.role == roleReplica && monoOf(st.sent) > end && monoOf(st.connSince) < start {
-			pl.lastReadBound, pl.lastReadBoundKnown = st.lsn, true
+		if v := &t.nodes[n.idx]; v.sent > end && v.connSince < start && v.status.err == nil && v.status.role == roleReplica {
+			pl.lastReadBound, pl.lastReadBoundKnown = v.status.lsn, true
 			return
 		}
 	}
-	if p := t.primaryNode(); p != nil && monoOf(p.status.sent) > end {
+	if p := t.primaryNode(); p != nil && p.sent > end {
 		pl.lastReadBound, pl.lastReadBoundKnown = reachableLSN(p.status.lsn), true
 	}
 }

@@ -41,6 +41,9 @@ type nodeView struct {
 	lagBytes uint64 // primary position minus this replica's replay position
 	lag      time.Duration
 	zone     string // the host's (Host.Zone)
+	// sent and connSince are the probe's (nodeStatus), on the router's
+	// clock, for a session read's bound (plan.affinity).
+	sent, connSince mono
 
 	status nodeStatus    // copy of the last probe's answer
 	probed bool          // false until the first probe answered or failed
@@ -96,6 +99,7 @@ func buildTopology(nodes []*node, lags *lagTracker, excludeSync bool) *topology 
 			continue
 		}
 		v.status, v.probed = *st, true
+		v.sent, v.connSince = monoOf(st.sent), monoOf(st.connSince)
 		if !st.healthy() {
 			if st.err != nil {
 				down = append(down, newHostError(n.name, st.err))
