@@ -27,15 +27,15 @@ type Connector struct {
 	mark atomic.Pointer[watermark]
 	// refused remembers statements a replica refused with SQLSTATE
 	// 25006, so they go straight to the primary next time.
-	refused *refusedStatements
-	// picker chooses among the replicas that satisfy a read.
-	picker Picker
+	refused refusedStatements
 	// hedges bounds hedged reads (hedge.go); hedgeWatch sends them.
 	hedges     *hedgeBudget
 	hedgeWatch *hedgeWatch
 	settings   settings
 	log        *slog.Logger
-	metrics    metrics
+	// picker chooses among the replicas that satisfy a read (choose).
+	picker  Picker
+	metrics metrics
 
 	// fallbackSlots bounds concurrent reads that fell back to the primary.
 	fallbackSlots chan struct{}
@@ -89,7 +89,8 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Connector{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger, refused: newRefusedStatements(1024)}
+	c := &Connector{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger}
+	c.refused.init(1024)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

@@ -394,7 +394,7 @@ func (s *hedgeSlot) pick() *node {
 	if set == 0 {
 		return nil
 	}
-	return pl.topo.nodes[pick(s.c.picker, pl.topo, set)].n
+	return pl.topo.nodes[s.c.choose(pl.topo, set)].n
 }
 
 // acquireReplica borrows a connection to replica n. When another replica

@@ -229,7 +229,7 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 	if set == 0 {
 		return lease{}, 0, false
 	}
-	n := pl.topo.nodes[pick(c.picker, pl.topo, set)].n
+	n := pl.topo.nodes[c.choose(pl.topo, set)].n
 	res, err := c.acquireReplica(ctx, n, set.len() > 1)
 	if err != nil {
 		pl.tried.add(n.idx)

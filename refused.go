@@ -9,17 +9,17 @@ import "sync/atomic"
 // query and written rarely (copy on write); when full it starts over: a
 // forgotten statement only costs one more retry.
 type refusedStatements struct {
-	max int
-	m   atomic.Pointer[map[string]struct{}]
 	// any is set once a statement was added: until then (for most
 	// applications, always) has reads no map.
 	any atomic.Bool
+	max int
+	m   atomic.Pointer[map[string]struct{}]
 }
 
-func newRefusedStatements(max int) *refusedStatements {
-	c := &refusedStatements{max: max}
+// init readies an empty set of at most max statements.
+func (c *refusedStatements) init(max int) {
+	c.max = max
 	c.m.Store(&map[string]struct{}{})
-	return c
 }
 
 func (c *refusedStatements) has(q string) bool {

@@ -243,7 +243,7 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		}
 	}
 	for set := pl.fresh.without(pl.tried); set != 0; set = pl.replicas(true) {
-		i := pick(c.picker, pl.topo, set)
+		i := c.choose(pl.topo, set)
 		res, err := c.acquireReplica(ctx, pl.topo.nodes[i].n, set.len() > 1)
 		if err == nil {
 			return c.newLease(res, true, false), nil
@@ -266,7 +266,7 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		stale := *pl
 		stale.maxLag, stale.maxLagBytes = c.cfg.StaleFallbackLag, 0
 		if set := stale.replicas(false); set != 0 {
-			i := pick(c.picker, pl.topo, set)
+			i := c.choose(pl.topo, set)
 			if res, err := pl.topo.nodes[i].n.pool.acquire(ctx); err == nil {
 				c.metrics.staleReads.Add(1)
 				return c.newLease(res, true, false), nil

@@ -157,6 +157,15 @@ type PickerFunc func(Candidates) int
 // Pick calls f.
 func (f PickerFunc) Pick(c Candidates) int { return f(c) }
 
+// choose picks a node of set with the connector's Picker, which is not
+// read when there is one candidate (it is a cache line away).
+func (c *Connector) choose(t *topology, set nodeSet) int {
+	if set&(set-1) == 0 {
+		return set.nth(0)
+	}
+	return pick(c.picker, t, set)
+}
+
 // pick applies p to the set and returns a node index.
 func pick(p Picker, t *topology, set nodeSet) int {
 	if set&(set-1) == 0 {
