@@ -47,7 +47,7 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtClass) bool {
 // and schedules a background capture. Nothing is sent now: the caller has
 // its result with the inner driver's own round trips and statements.
 func (c *Connector) wrote(pl *plan, p *physical, async bool) {
-	m := c.marksFor(pl.topo.sysid)
+	m := c.marksOf(pl.topo)
 	t := m.issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtClass{}))
 	if m.capturer.Load() != c {
 		m.capturer.Store(c) // the latest writer can read its position
@@ -66,7 +66,7 @@ func (c *Connector) readOnPrimary(pl *plan, p *physical) {
 	if pl.session == nil {
 		return
 	}
-	m := c.marksFor(pl.topo.sysid)
+	m := c.marksOf(pl.topo)
 	t := m.issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtClass{}))
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, false)
 	c.captureSoon(m)

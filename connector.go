@@ -116,7 +116,9 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	c.topo.Store(emptyTopology(c.nodes))
+	t := emptyTopology(c.nodes)
+	t.marks = &c.localMarks // no cluster known yet (marksFor)
+	c.topo.Store(t)
 	return c, nil
 }
 
@@ -245,6 +247,7 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 
 // publish installs a new topology and logs role-level changes.
 func (c *Connector) publish(t *topology) {
+	t.marks = c.marksFor(t.sysid)
 	prev := c.topo.Swap(t)
 	if prev.primaryHost() != t.primaryHost() {
 		if p := t.primaryNode(); p != nil {

@@ -56,7 +56,7 @@ func (l *lease) release(err error) {
 // deadline is set when a wait needs it (plan.waitDeadline).
 func (c *Connector) planFor(ctx context.Context, cls stmtClass, pl *plan) error {
 	t := c.topo.Load()
-	process := func() processLSNs { return c.marksFor(t.sysid).snapshot() }
+	process := func() processLSNs { return c.marksOf(t).snapshot() }
 	return pl.decide(t, cls, requirementFrom(ctx), &c.settings, process, time.Time{}, time.Time{})
 }
 
@@ -305,7 +305,7 @@ func (c *Connector) leaseAffine(ctx context.Context, pl *plan) (lease, bool) {
 func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
 	bound, ok := pl.lastReadBound, pl.lastReadBoundKnown
 	if !ok {
-		m := c.marksFor(pl.topo.sysid)
+		m := c.marksOf(pl.topo)
 		t := m.issue(false, false, false)
 		rctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
 		err := m.resolve(rctx, c, t)
@@ -334,7 +334,7 @@ func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
 // background capture, which a loaded machine may have delayed) and lets
 // the read look for a replica that has it.
 func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok bool, err error) {
-	m := c.marksFor(pl.topo.sysid)
+	m := c.marksOf(pl.topo)
 	if m.covered.Load() < pl.pending {
 		young := !pl.pendingWriteAt.IsZero() && time.Since(pl.pendingWriteAt) < youngWrite
 		if young && c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError {
@@ -568,7 +568,7 @@ func (c *Connector) boundRead(pl *plan, l *lease, end mono) {
 		if end == 0 {
 			end = monoNow()
 		}
-		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksFor(pl.topo.sysid), l.p.node, l.start, end)
+		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksOf(pl.topo), l.p.node, l.start, end)
 	default:
 		c.readOnPrimary(pl, l.p)
 	}

@@ -28,6 +28,9 @@ type topology struct {
 	// replica's system identifier when no primary is known (0 = unknown).
 	sysid    uint64
 	timeline uint32
+	// marks are the process watermarks of the cluster, set when the
+	// topology is published (Connector.marksOf).
+	marks *clusterMarks
 }
 
 // nodeView is one host as the monitor saw it when the topology was built.

@@ -66,6 +66,16 @@ type watermark struct {
 	marks *clusterMarks
 }
 
+// marksOf returns the process watermarks of t's cluster: the ones the
+// topology was published with (one pointer away from the topology every
+// statement reads), or marksFor's for a topology never published.
+func (c *Connector) marksOf(t *topology) *clusterMarks {
+	if t.marks != nil {
+		return t.marks
+	}
+	return c.marksFor(t.sysid)
+}
+
 // marksFor returns the marks of cluster sysid, caching the handle in the
 // connector so the hot path does no map lookup. For an unknown cluster
 // (sysid 0: no host answered yet) the connector's own marks stand in.
