@@ -11,16 +11,18 @@ type metrics struct {
 	// What most reads count first (the connector keeps them in a cache
 	// line with its logger).
 	replicaReads, tokenedReads, primaryReads atomic.Int64
-	fallbackReads                            atomic.Int64
-	fallbackTimeout, fallbackNoReplica       atomic.Int64
-	failedTimeout, failedNoReplica           atomic.Int64
-	tokenedFallbacks                         atomic.Int64
-	lsnCaptures                              atomic.Int64
-	conflictRetries, readOnlyRetries         atomic.Int64
-	connLostRetries, fallbackRejected        atomic.Int64
-	staleReads, recentWriteReads             atomic.Int64
-	hedges, hedgeWins, hedgesDenied          atomic.Int64
-	wait                                     histogram
+	// wait's first bucket counts the position reads that waited for
+	// nothing: most of them.
+	wait                               histogram
+	fallbackReads                      atomic.Int64
+	fallbackTimeout, fallbackNoReplica atomic.Int64
+	failedTimeout, failedNoReplica     atomic.Int64
+	tokenedFallbacks                   atomic.Int64
+	lsnCaptures                        atomic.Int64
+	conflictRetries, readOnlyRetries   atomic.Int64
+	connLostRetries, fallbackRejected  atomic.Int64
+	staleReads, recentWriteReads       atomic.Int64
+	hedges, hedgeWins, hedgesDenied    atomic.Int64
 }
 
 // Reasons a read could not be served by a replica.
