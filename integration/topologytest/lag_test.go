@@ -1,6 +1,7 @@
 package topologytest
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -234,7 +235,10 @@ func TestPausedReplicaLagGrows(t *testing.T) {
 // TestSparseWritesLag: with a write every 300 ms (sparser than the monitor
 // polls) both replicas replay each write within milliseconds, so their
 // time lag stays near zero and eventual reads under pgreplica_max_lag=100ms
-// never leave the replicas.
+// never leave the replicas. Lag is judged by distinct probe answers: a
+// phantom lag shows after every write, while a CI machine whose two cores
+// the other test packages keep busy can delay one replay (the monitor then
+// reports that real lag, for as long as the next probe is late).
 func TestSparseWritesLag(t *testing.T) {
 	const near = 50 * time.Millisecond
 	db, cn := open(t, cluster, "pgreplica_max_lag=100ms")
@@ -246,6 +250,9 @@ func TestSparseWritesLag(t *testing.T) {
 
 	var lags [3][]time.Duration
 	var bad []string
+	// events are the distinct lagging answers of each replica (its
+	// replayed position and lag: a late probe repeats one).
+	events := [3]map[string]bool{{}, {}, {}}
 	seen := map[int]int{}
 	end := time.Now().Add(5 * time.Second)
 	for time.Now().Before(end) {
@@ -254,6 +261,7 @@ func TestSparseWritesLag(t *testing.T) {
 			lags[i] = append(lags[i], ns.LagTime)
 			if ns.LagTime >= near {
 				bad = append(bad, describe(ns))
+				events[i][fmt.Sprintf("%s %v", ns.LSN, ns.LagTime)] = true
 			}
 		}
 		n, err := servedBy(ev, db, cluster)
@@ -269,7 +277,12 @@ func TestSparseWritesLag(t *testing.T) {
 	}
 	t.Logf("eventual reads with pgreplica_max_lag=100ms: %v (node: count); %d writes", seen, w.ok.Load())
 	if len(bad) > 0 {
-		t.Errorf("%d samples with LagTime >= %v for replicas that replay each write within milliseconds: %v", len(bad), near, head(bad))
+		t.Logf("%d samples with LagTime >= %v: %v", len(bad), near, head(bad))
+	}
+	for i := 1; i < cluster.Len(); i++ {
+		if len(events[i]) > 1 {
+			t.Errorf("replica %d answered %d probes with LagTime >= %v although it replays each write within milliseconds", i, len(events[i]), near)
+		}
 	}
 	if seen[0] > 0 {
 		t.Errorf("%d of %d eventual reads went to the primary: a caught-up replica was taken to be over pgreplica_max_lag=100ms", seen[0], seen[0]+seen[1]+seen[2])
