@@ -15,8 +15,7 @@ import (
 // on every replica read, for a hedge that fires for one read in
 // thousands. A hedge goes out up to one tick after its delay.
 type hedgeWatch struct {
-	epoch time.Time     // the clock slots' due times count from
-	tick  time.Duration // HedgeDelay / hedgeTicksPerDelay, 1 ms at least
+	tick time.Duration // HedgeDelay / hedgeTicksPerDelay, 1 ms at least
 	// ticking is set while the goroutine ticks; a read that arms a slot
 	// while it is not wakes it (wake, capacity 1).
 	ticking atomic.Bool
@@ -36,7 +35,7 @@ func newHedgeWatch(delay time.Duration) *hedgeWatch {
 	return &hedgeWatch{tick: max(delay/hedgeTicksPerDelay, time.Millisecond), wake: make(chan struct{}, 1)}
 }
 
-// now is the watch's clock.
+// now is the watch's clock: the router's (due times are on it).
 func (w *hedgeWatch) now() int64 { return int64(monoNow()) }
 
 // armed is called after a slot's due time was stored.
