@@ -168,9 +168,6 @@ func (c *Connector) choose(t *topology, set nodeSet) int {
 
 // pick applies p to the set and returns a node index.
 func pick(p Picker, t *topology, set nodeSet) int {
-	if set&(set-1) == 0 {
-		return set.nth(0) // one candidate
-	}
 	c := Candidates{t: t, set: set}
 	k := p.Pick(c)
 	if k < 0 || k >= set.len() {
