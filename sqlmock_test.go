@@ -405,3 +405,31 @@ func TestRouteSessionReadAdvancesPastTheSnapshot(t *testing.T) {
 		t.Fatalf("session at %s after the read, want 0/7000 (a position read after the read)", sess.LSN())
 	}
 }
+
+// TestRouteProcessStartsAtThePrimary: a connector's first answer from the
+// primary raises the process watermark, so a process that wrote nothing
+// yet still reads no older than the database was when it started (the
+// previous process may have written a moment ago); an eventual read does
+// not care.
+func TestRouteProcessStartsAtThePrimary(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	mc.set(0, rolePrimary, 0x900)
+	mc.refresh()
+	if got := mc.processLSN(); got != 0x900 {
+		t.Fatalf("process watermark at start %s, want the primary's 0/900", got)
+	}
+	mc.mocks[1].MatchExpectationsInOrder(false)
+	for range 20 {
+		mc.mocks[1].ExpectQuery(replaySQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow("0/100"))
+	}
+	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
+	var x int
+	if err := mc.db.QueryRow("SELECT x FROM t").Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+	mc.mocks[1] = freshMock(t, mc, 1)
+	mc.mocks[1].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(1))
+	if err := mc.db.QueryRowContext(WithEventual(context.Background()), "SELECT x FROM t").Scan(&x); err != nil || x != 1 {
+		t.Fatalf("eventual read: %v, %d (want the replica's 1)", err, x)
+	}
+}

@@ -15,6 +15,9 @@ import (
 var cluster *integration.Cluster
 
 func TestMain(m *testing.M) {
+	if step := os.Getenv(gooseChildEnv); step != "" {
+		os.Exit(gooseChild(step)) // a goose process of TestGooseNextProcess
+	}
 	os.Exit(integration.Main(m, integration.Options{Replicas: 2}, &cluster))
 }
 
