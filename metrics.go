@@ -23,6 +23,7 @@ type metrics struct {
 	connLostRetries, fallbackRejected  atomic.Int64
 	staleReads, recentWriteReads       atomic.Int64
 	hedges, hedgeWins, hedgesDenied    atomic.Int64
+	visibilityWaits                    atomic.Int64
 }
 
 // Reasons a read could not be served by a replica.
@@ -65,6 +66,10 @@ type Stats struct {
 	// answered first; HedgesDenied hedges the budget (MaxHedgePercent)
 	// refused.
 	Hedges, HedgeWins, HedgesDenied int64
+	// PrimaryVisibilityWaits counts session reads on the primary that
+	// waited for it to show a commit a replica may already have shown
+	// the session (docs/consistency.md, "Moving to the primary").
+	PrimaryVisibilityWaits int64
 	// Nodes is the status of every host.
 	Nodes []NodeStatus
 }
@@ -93,24 +98,25 @@ type Bucket struct {
 func (c *Connector) Stats() Stats {
 	m := &c.metrics
 	s := Stats{
-		ReplicaReads:     m.replicaReads.Load(),
-		PrimaryReads:     m.primaryReads.Load(),
-		FallbackReads:    m.fallbackReads.Load(),
-		Fallbacks:        map[string]int64{ReasonTimeout: m.fallbackTimeout.Load(), ReasonNoReplica: m.fallbackNoReplica.Load()},
-		FailedReads:      map[string]int64{ReasonTimeout: m.failedTimeout.Load(), ReasonNoReplica: m.failedNoReplica.Load()},
-		TokenedReads:     m.tokenedReads.Load(),
-		FallbackRejected: m.fallbackRejected.Load(),
-		StaleReads:       m.staleReads.Load(),
-		RecentWriteReads: m.recentWriteReads.Load(),
-		TokenedFallbacks: m.tokenedFallbacks.Load(),
-		Wait:             m.wait.snapshot(),
-		LSNCaptures:      m.lsnCaptures.Load(),
-		ConflictRetries:  m.conflictRetries.Load(),
-		ReadOnlyRetries:  m.readOnlyRetries.Load(),
-		ConnLostRetries:  m.connLostRetries.Load(),
-		HedgeWins:        m.hedgeWins.Load(),
-		HedgesDenied:     m.hedgesDenied.Load(),
-		Nodes:            c.Nodes(),
+		ReplicaReads:           m.replicaReads.Load(),
+		PrimaryReads:           m.primaryReads.Load(),
+		FallbackReads:          m.fallbackReads.Load(),
+		Fallbacks:              map[string]int64{ReasonTimeout: m.fallbackTimeout.Load(), ReasonNoReplica: m.fallbackNoReplica.Load()},
+		FailedReads:            map[string]int64{ReasonTimeout: m.failedTimeout.Load(), ReasonNoReplica: m.failedNoReplica.Load()},
+		TokenedReads:           m.tokenedReads.Load(),
+		FallbackRejected:       m.fallbackRejected.Load(),
+		StaleReads:             m.staleReads.Load(),
+		RecentWriteReads:       m.recentWriteReads.Load(),
+		TokenedFallbacks:       m.tokenedFallbacks.Load(),
+		Wait:                   m.wait.snapshot(),
+		LSNCaptures:            m.lsnCaptures.Load(),
+		ConflictRetries:        m.conflictRetries.Load(),
+		ReadOnlyRetries:        m.readOnlyRetries.Load(),
+		ConnLostRetries:        m.connLostRetries.Load(),
+		HedgeWins:              m.hedgeWins.Load(),
+		HedgesDenied:           m.hedgesDenied.Load(),
+		PrimaryVisibilityWaits: m.visibilityWaits.Load(),
+		Nodes:                  c.Nodes(),
 	}
 	// After the wins: a hedge is counted before it can win, so a
 	// snapshot never shows more wins than hedges.

@@ -106,6 +106,12 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 			l.release(nil)
 			return lease{}, err
 		}
+		if pl.read && !l.replica && pl.session != nil {
+			if err := c.primaryShowsSession(ctx, pl, l.p); err != nil {
+				l.release(err)
+				return lease{}, err
+			}
+		}
 		switch {
 		case (op == nil || st.hedge != nil) && c.hedgeable(pl, &l):
 			l, st.rows, err = c.runHedged(ctx, pl, l, hedgeWork{query: st.query, args: st.args, cls: st.cls, op: st.hedge})

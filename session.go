@@ -100,6 +100,12 @@ type sessionPos struct {
 	// elsewhere must first be bounded by one (see plan.affinity).
 	lastNode           atomic.Pointer[node]
 	lastStart, lastEnd atomic.Int64
+	// replicaReads counts the session's replica reads on the cluster, the
+	// last of which ran on shownBy; primaryShown is the count at the last
+	// of its primary reads that checked the primary showed what they saw
+	// (visibility.go).
+	replicaReads, primaryShown atomic.Uint64
+	shownBy                    atomic.Pointer[node]
 }
 
 // settle folds the position of covered tickets into the watermark (the
@@ -182,6 +188,37 @@ func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n
 	p.lastEnd.Store(int64(end))
 	if p.lastNode.Load() != n {
 		p.lastNode.Store(n)
+	}
+	if p.shownBy.Load() != n {
+		p.shownBy.Store(n)
+	}
+	p.replicaReads.Add(1)
+}
+
+// primaryMayHide reports whether a replica read of the session on cluster
+// sysid may have shown a commit that the primary does not show yet: one
+// since its last primary read that checked (visibility.go). n is the
+// replica of the latest, gen names it, for primaryShows.
+func (s *Session) primaryMayHide(sysid uint64) (n *node, gen uint64, ok bool) {
+	if s == nil || sysid == 0 {
+		return nil, 0, false
+	}
+	p := s.pos(sysid, false)
+	if p == nil {
+		return nil, 0, false
+	}
+	gen = p.replicaReads.Load()
+	if gen <= p.primaryShown.Load() {
+		return nil, 0, false
+	}
+	return p.shownBy.Load(), gen, true
+}
+
+// primaryShows records that the primary showed everything the session's
+// replica reads up to gen could have seen.
+func (s *Session) primaryShows(sysid, gen uint64) {
+	if p := s.pos(sysid, false); p != nil {
+		atomicMax(&p.primaryShown, gen)
 	}
 }
 

@@ -1,0 +1,162 @@
+package drivertest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/pgreplica/pgreplica"
+)
+
+// TestPrimaryShowsWhatAReplicaShowed: a replica can show a commit the
+// primary does not show yet. The primary makes a commit visible when the
+// transaction leaves its process array, after its commit record went to
+// the replicas and after its synchronous standby answered. Here the
+// window is held open: replica 1 is the synchronous standby with its
+// replay paused, and a writer commits with synchronous_commit =
+// remote_apply, so its COMMIT waits while replica 2 (asynchronous)
+// already shows the row. A session that read the new value on replica 2
+// and then reads on the primary must not see the old value: the read
+// waits until the primary shows the commit (PrimaryVisibilityWaits), which
+// it does once replica 1 resumes. Without that wait the primary answered
+// the old value at once.
+func TestPrimaryShowsWhatAReplicaShowed(t *testing.T) {
+	for _, inner := range []string{"pgx", "pq"} {
+		t.Run(inner, func(t *testing.T) { testPrimaryShows(t, inner) })
+	}
+}
+
+func testPrimaryShows(t *testing.T, inner string) {
+	ctx := ctxFor(t)
+	db := open(t, inner)
+	const sync, async = 1, 2
+	p := cluster.Primary()
+	if p != 0 {
+		t.Skipf("node %d is the primary: the test names replica1 as the synchronous standby", p)
+	}
+	mustExec(t, p, "DROP TABLE IF EXISTS visibility")
+	mustExec(t, p, "CREATE TABLE visibility (id int PRIMARY KEY, v int NOT NULL)")
+	mustExec(t, p, "INSERT INTO visibility VALUES (1, 1)")
+	if err := cluster.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Exec(ctx, p, "ALTER SYSTEM SET synchronous_standby_names = 'replica1'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cluster.Exec(context.Background(), p, "ALTER SYSTEM RESET synchronous_standby_names")
+		cluster.Exec(context.Background(), p, "SELECT pg_reload_conf()")
+	})
+	if err := cluster.Exec(ctx, p, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	awaitValue(t, ctx, p, "SELECT coalesce((SELECT sync_state FROM pg_stat_replication WHERE application_name = 'replica1'), '')", "sync")
+	if err := cluster.PauseReplay(ctx, sync); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := cluster.ResumeReplay(context.Background(), sync); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+
+	writer, err := sql.Open("pgx", cluster.NodeDSN(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	committed := make(chan error, 1)
+	go func() {
+		tx, err := writer.BeginTx(ctx, nil)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, "SET LOCAL synchronous_commit = remote_apply")
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, "UPDATE visibility SET v = 2 WHERE id = 1")
+		}
+		if err == nil {
+			err = tx.Commit()
+		}
+		committed <- err
+	}()
+	// The asynchronous replica shows the commit while the primary waits
+	// for the synchronous one.
+	awaitValue(t, ctx, async, "SELECT v FROM visibility WHERE id = 1", "2")
+	replayed, err := cluster.QueryString(ctx, async, "SELECT pg_last_wal_replay_lsn()::text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cluster.QueryString(ctx, p, "SELECT v FROM visibility WHERE id = 1"); err != nil || got != "1" {
+		t.Fatalf("the primary shows %q (%v) while its writer waits: the window is not open", got, err)
+	}
+	lsn, err := pgreplica.ParseLSN(replayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sess := pgreplica.NewSession()
+	sctx := pgreplica.WithSession(ctx, sess)
+	var v, port int
+	if err := db.QueryRowContext(pgreplica.WithMinLSN(sctx, lsn), "SELECT v, inet_server_port() FROM visibility WHERE id = 1").Scan(&v, &port); err != nil {
+		t.Fatal(err)
+	}
+	if v != 2 || nodeOf(t, port) != async {
+		t.Fatalf("the session's replica read saw %d on node %d, want 2 on node %d", v, nodeOf(t, port), async)
+	}
+
+	c, err := pgreplica.ConnectorOf(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan int, 1)
+	go func() {
+		var v int
+		if err := db.QueryRowContext(pgreplica.WithPrimary(sctx), "SELECT v FROM visibility WHERE id = 1").Scan(&v); err != nil {
+			t.Error(err)
+		}
+		read <- v
+	}()
+	waiting := time.NewTicker(time.Millisecond)
+	defer waiting.Stop()
+	for c.Stats().PrimaryVisibilityWaits == 0 {
+		select {
+		case v := <-read:
+			t.Fatalf("the session saw 2 on a replica, then %d on the primary before its writer's commit ended", v)
+		case <-waiting.C:
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+	}
+	resume()
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if v := <-read; v != 2 {
+		t.Fatalf("the session saw 2 on a replica, then %d on the primary", v)
+	}
+}
+
+// awaitValue waits until query on node i answers want.
+func awaitValue(t *testing.T, ctx context.Context, i int, query, want string) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, err := cluster.QueryString(ctx, i, query)
+		if err == nil && got == want {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("node %d: %s answered %q (%v), want %q", i, query, got, errors.Join(err, ctx.Err()), want)
+		}
+	}
+}

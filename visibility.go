@@ -1,0 +1,138 @@
+package pgreplica
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"time"
+)
+
+// A replica can show a commit before the primary does. The primary makes a
+// commit visible to its other backends when the transaction leaves its
+// process array: after the commit record was flushed (and sent to the
+// replicas), and after a synchronous standby acknowledged it. Visibility
+// order on the primary is not WAL order. A session that read a row on a
+// replica and then reads it on the primary (right after its own write, or
+// as a fallback) could see it go back in time. Replicas replay in WAL
+// order, so moving between replicas by position is safe; moving to the
+// primary is not.
+//
+// So a session's primary read that follows one of its replica reads first
+// lists, on the primary, the transactions its snapshot does not show: in
+// progress in the snapshot, or assigned after its xmax (up to the next
+// transaction id, which age() reads without assigning one). Then it asks
+// the replica of that read whether it shows any of them as committed. A
+// transaction the replica read saw is committed there now, so if none is,
+// the primary's snapshot shows everything that read saw, and so does the
+// later snapshot of the read itself. Otherwise the check runs again
+// shortly, until those transactions end on the primary. The lists are
+// usually empty or short; the check costs two round trips, and only a
+// session's primary read right after one of its replica reads pays them.
+
+// primaryHiddenSQL lists the transactions the primary's snapshot (the
+// statement's own) does not show yet, as an xid8 array.
+const primaryHiddenSQL = `SELECT coalesce(array_agg(x), '{}')::text
+ FROM pg_current_snapshot() AS s,
+ LATERAL (SELECT pg_snapshot_xip(s) AS x
+  UNION ALL
+  SELECT (pg_snapshot_xmax(s)::text::numeric + g)::text::xid8
+   FROM generate_series(0, age(xid(pg_snapshot_xmax(s))) - 1) AS g) AS t`
+
+// replicaShowsSQL counts those a replica shows as committed. An id past
+// its own xmax is one it has not seen end (and pg_xact_status refuses
+// ids from its future): the CASE keeps them from the function.
+const replicaShowsSQL = `SELECT count(*) FROM unnest($1::text::xid8[]) AS x
+ WHERE CASE WHEN x < pg_snapshot_xmax(pg_current_snapshot()) THEN pg_xact_status(x) END = 'committed'`
+
+// primaryShowsSession makes a session read on the primary connection p see
+// at least what the session's last replica read saw (see above). Most
+// primary reads need no check.
+func (c *Connector) primaryShowsSession(ctx context.Context, pl *plan, p *physical) error {
+	sysid := pl.topo.sysid
+	shownBy, gen, ok := pl.session.primaryMayHide(sysid)
+	if !ok {
+		return nil
+	}
+	if shownBy != nil {
+		if err := c.awaitPrimaryShows(ctx, p, shownBy); err != nil {
+			return err
+		}
+	}
+	pl.session.primaryShows(sysid, gen)
+	return nil
+}
+
+// awaitPrimaryShows waits until the primary, on p, hides no transaction
+// that replica n shows as committed, until ctx ends or, without a
+// deadline, for ConnectTimeout. A replica that cannot be asked (down, or
+// restarted) shows nothing the check could wait for.
+func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.cfg.ConnectTimeout)
+	}
+	backoff := 100 * time.Microsecond
+	waited := false
+	for {
+		hidden, err := queryText(ctx, p.conn, primaryHiddenSQL)
+		if err != nil || hidden == "{}" {
+			return err
+		}
+		shown, err := c.replicaShows(ctx, n, hidden)
+		if err != nil || shown == 0 {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return nil
+		}
+		if !waited {
+			waited = true
+			c.metrics.visibilityWaits.Add(1)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("pgreplica: the primary still hides %d transactions a replica showed this session as committed: %w",
+				shown, context.DeadlineExceeded)
+		}
+		t := time.NewTimer(min(backoff, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Millisecond)
+	}
+}
+
+// replicaShows counts the transactions of the xid8 array xids that
+// replica n shows as committed.
+func (c *Connector) replicaShows(ctx context.Context, n *node, xids string) (int64, error) {
+	res, err := n.pool.acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s, err := queryText(ctx, res.Value().conn, replicaShowsSQL, driver.NamedValue{Ordinal: 1, Value: xids})
+	n.pool.release(res, err)
+	if err != nil {
+		return 0, err
+	}
+	return intValue(s)
+}
+
+// queryText runs a query of one value on conn and returns it as text.
+func queryText(ctx context.Context, conn driver.Conn, query string, args ...driver.NamedValue) (string, error) {
+	rows, err := queryInner(ctx, conn, query, args)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	vals := make([]driver.Value, 1)
+	if err := rows.Next(vals); err != nil {
+		return "", fmt.Errorf("pgreplica: %s: %w", query, err)
+	}
+	if v, ok := vals[0].(int64); ok {
+		return fmt.Sprint(v), nil
+	}
+	return textValue(vals[0]), nil
+}
