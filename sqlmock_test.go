@@ -433,3 +433,35 @@ func TestRouteProcessStartsAtThePrimary(t *testing.T) {
 		t.Fatalf("eventual read: %v, %d (want the replica's 1)", err, x)
 	}
 }
+
+// TestRouteSessionPrimaryReadAfterReplicaRead: a session's read on the
+// primary right after its replica read first checks that the primary
+// shows the transactions that replica shows as committed, and waits while
+// it does not (visibility.go); the next primary read checks nothing.
+func TestRouteSessionPrimaryReadAfterReplicaRead(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	mc.refresh()
+	ctx := WithSession(context.Background(), NewSession())
+	mc.mocks[1].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
+	var x int
+	if err := mc.db.QueryRowContext(ctx, "SELECT x FROM t").Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+	hidden := func(xids string) {
+		mc.mocks[0].ExpectQuery(primaryHiddenSQL).WillReturnRows(sqlmock.NewRows([]string{"xids"}).AddRow(xids))
+	}
+	hidden("{726}")
+	mc.mocks[1].ExpectQuery(replicaShowsSQL).WithArgs("{726}").WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(1))
+	hidden("{}")
+	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
+	if err := mc.db.QueryRowContext(WithPrimary(ctx), "SELECT x FROM t").Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+	if got := mc.c.Stats().PrimaryVisibilityWaits; got != 1 {
+		t.Fatalf("PrimaryVisibilityWaits %d, want 1", got)
+	}
+	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
+	if err := mc.db.QueryRowContext(WithPrimary(ctx), "SELECT x FROM t").Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+}
