@@ -192,6 +192,9 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 		// As route does: this replica is left out, another is tried.
 		if isConnLost(err) {
 			p.node.markSuspect()
+			c.metrics.connLostRetries.Add(1)
+		} else {
+			c.metrics.conflictRetries.Add(1)
 		}
 		pl.tried.add(n.idx)
 		return lease{}, false, nil
