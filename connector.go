@@ -244,7 +244,7 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 		c.log.Info("pgreplica: host back", "host", n.name, "role", st.role.String())
 	}
 	if st.role == roleReplica {
-		n.observeReplay(st.lsn)
+		n.observeOn(st.server, st.lsn)
 	}
 	if st.role == rolePrimary {
 		c.markStart(st)

@@ -386,6 +386,15 @@ func (s *hedgeSlot) pick() *node {
 	}
 	pl := plan{topo: t.topo, read: true, need: t.need, maxLag: t.maxLag, maxLagBytes: t.maxLagBytes, tried: t.tried, zone: t.zone}
 	pl.tried.add(s.first.node.idx)
+	if t.need > 0 {
+		// A hedge does not wait, nor check: an endpoint's or a pooler's
+		// connection may reach a server not known to be fresh.
+		for i := range pl.topo.nodes {
+			if pl.topo.nodes[i].n.perConnection() {
+				pl.tried.add(i)
+			}
+		}
+	}
 	set := pl.replicas(true)
 	if set == 0 && pl.zone != "" {
 		pl.zone = "" // the first attempt may hold the only replica in zone

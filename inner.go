@@ -210,12 +210,19 @@ type wire interface {
 	// a write is not sent on a connection that died while idle (its error
 	// would leave the write's outcome unknown).
 	live(p *physical) bool
+	// backendPID is the process id the server reported at start-up
+	// (BackendKeyData), 0 when the driver does not say: a pooler reports
+	// its own (server.go).
+	backendPID() uint32
 }
 
 // genericWire assumes the worst of ErrBadConn.
 type genericWire struct{}
 
 func (genericWire) badConnMaySend() bool { return true }
+
+// backendPID is not known: lib/pq keeps it to itself.
+func (genericWire) backendPID() uint32 { return 0 }
 
 // live looks at the socket only: lib/pq cannot hand over a message that
 // arrived on an idle connection, and on one that is almost always the

@@ -76,8 +76,11 @@ type nodeStatus struct {
 	// statement started after connSince (no restart in between).
 	sent, connSince time.Time
 	// restarted: the probe connection died since the last probe and a
-	// new one answered; the server may have restarted in between.
+	// new one answered, or the server's start time changed; the server
+	// may have come back behind.
 	restarted bool
+	// server is the server the probe reached (server.go).
+	server *server
 }
 
 func (s *nodeStatus) healthy() bool { return s != nil && s.err == nil && s.role != roleUnknown }
@@ -105,6 +108,12 @@ type node struct {
 	// asynchronously: reads that bound what they saw then use the insert
 	// LSN.
 	asyncSeen atomic.Bool
+	// endpoint is set once connections of this address reached more than
+	// one server, pooled once a pooler answered for it (server.go).
+	endpoint, pooled atomic.Bool
+
+	// servers are the servers behind the address.
+	servers servers
 
 	host  Host
 	name  string // host:port, for messages (never carries credentials)
@@ -185,7 +194,9 @@ func probeQuery(denied probeFn) string {
    THEN ` + or(fnWalReceiver, "COALESCE((SELECT COALESCE(status, '') || ' ' || COALESCE(substring(conninfo from 'application_name=([^ ]+)'), '') FROM pg_stat_wal_receiver), '')", "''") + `
    ELSE ` + or(fnReplication, "COALESCE((SELECT string_agg(application_name || '=' || sync_state, ',') FROM pg_stat_replication), '')", "''") + ` END,
  CASE WHEN pg_is_in_recovery() THEN ` + setting("recovery_min_apply_delay", "0") + ` ELSE '' END,
- ` + or(fnHasRole, "pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')", "false")
+ ` + or(fnHasRole, "pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')", "false") + `,
+ coalesce(host(inet_server_addr()), ''), coalesce(inet_server_port(), 0),
+ (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint, pg_backend_pid()`
 }
 
 // probeSQL is the probe of a role that may use everything.
@@ -219,7 +230,7 @@ func (n *node) probe(ctx context.Context) *nodeStatus {
 	// (crash recovery stops at its last restartpoint's consistent point):
 	// what was known of its replay must be forgotten, as after a failed
 	// probe.
-	st.restarted = restarted
+	st.restarted = st.restarted || restarted
 	return st
 }
 
@@ -256,7 +267,7 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	vals := make([]driver.Value, 10)
+	vals := make([]driver.Value, 14)
 	if err := rows.Next(vals); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
@@ -295,6 +306,21 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 			return nil, err
 		}
 	}
+	id, err := serverIDOf([]driver.Value{vals[5], vals[10], vals[11], vals[12]})
+	if err != nil {
+		return nil, err
+	}
+	if prev := n.status.Load(); prev != nil && prev.server != nil && prev.server.id.sameServer(id) && prev.server.id.started != id.started {
+		// The server restarted behind a connection that survived it (a
+		// pooler's): seen here, without a failed probe.
+		st.restarted = true
+	}
+	if pid, err := intValue(vals[13]); err == nil && fresh {
+		if wire := newWire(n.probeConn).backendPID(); wire != 0 && wire != uint32(pid) {
+			n.pooled.Store(true) // a pooler answered: see server.go
+		}
+	}
+	st.server = n.noteServer(id)
 	visible, _ := vals[9].(bool)
 	st.statsHidden = !visible
 	info := textValue(vals[7])

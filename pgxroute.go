@@ -167,7 +167,7 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 	p.note(cls)
 	replayed, err := guarded.RunGuarded(pgxConnOf(p), uint64(need))
 	if replayed != 0 {
-		p.node.observeReplay(LSN(replayed))
+		p.node.observeOn(p.srv, LSN(replayed))
 	}
 	switch {
 	case err == nil:
@@ -216,7 +216,7 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 		v := &pl.topo.nodes[i]
 		if v.n == pl.prefer && pl.reject(v, false) == rejectNone {
 			res, err := pl.prefer.pool.acquire(ctx)
-			if err == nil && res.Value().created < pl.preferSince {
+			if err == nil && res.Value().affine(pl) {
 				return c.newLease(res, true, false), need, true
 			}
 			if err == nil {

@@ -55,6 +55,7 @@ type plan struct {
 	// least lastReadBound (when known from the snapshot's samples; see
 	// Connector.boundLastRead).
 	prefer             *node
+	preferServer       *server
 	preferSince        mono
 	lastReadBound      LSN
 	lastReadBoundKnown bool
@@ -170,13 +171,15 @@ func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *settin
 // last replica read on this cluster, and the bound on that read known from
 // the snapshot: a sample of that replica, or of the primary, read after it.
 func (pl *plan) affinity(t *topology) {
-	n, start, end := pl.session.lastRead(t.sysid)
+	n, srv, start, end := pl.session.lastRead(t.sysid)
 	if n == nil {
 		return
 	}
-	pl.prefer, pl.preferSince = n, start
+	pl.prefer, pl.preferServer, pl.preferSince = n, srv, start
 	if n.idx < len(t.nodes) && t.nodes[n.idx].n == n {
-		if v := &t.nodes[n.idx]; v.sent > end && v.connSince < start && v.status.err == nil && v.status.role == roleReplica {
+		// The probe's position bounds the read only when it reached the
+		// server the read ran on (server.go).
+		if v := &t.nodes[n.idx]; v.sent > end && v.connSince < start && v.status.err == nil && v.status.role == roleReplica && v.status.server == srv && !n.pooled.Load() {
 			pl.lastReadBound, pl.lastReadBoundKnown = v.status.lsn, true
 			return
 		}

@@ -43,6 +43,8 @@ type physical struct {
 	hedge atomic.Pointer[hedgeSlot]
 	// wire is what the router needs beyond database/sql's interfaces.
 	wire wire
+	// srv is the server the connection reached (server.go).
+	srv *server
 	// pgx records the connection's borrow by the pgx-native handle
 	// (pgxroute.go), reused from one borrow to the next.
 	pgx pgxLease
@@ -88,6 +90,10 @@ type hostPool struct {
 	pingTimeout      time.Duration // of the health check; ProbeTimeout
 	// password is masked in connection errors (see redactErr).
 	password string
+	// identify learns which server a new connection reached
+	// (node.learnServer; nil in unit tests of routing, whose mock
+	// connections answer only what a test expects).
+	identify func(context.Context, *physical) error
 
 	// all holds every live physical connection (added when connected,
 	// removed when destroyed: never on a statement's path), so that Close
@@ -106,6 +112,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 		pingTimeout:      cfg.ProbeTimeout,
 		password:         cfg.Password,
 		all:              make(map[*physical]struct{}),
+		identify:         n.learnServer,
 	}
 	timeout := cfg.ConnectTimeout
 	p, err := puddle.NewPool(&puddle.Config[*physical]{
@@ -118,6 +125,12 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 				return nil, err
 			}
 			p := &physical{conn: c, node: n, socks: socks, wire: newWire(c)}
+			if hp.identify != nil {
+				if err := hp.identify(ctx, p); err != nil {
+					c.Close()
+					return nil, err
+				}
+			}
 			p.valid, _ = c.(driver.Validator)
 			p.created = monoNow()
 			p.returned = p.created

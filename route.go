@@ -231,7 +231,7 @@ func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (l
 func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool) lease {
 	p := res.Value()
 	p.node.inflight.Add(1)
-	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: LSN(p.node.replay.Load()),
+	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: p.knownReplay(),
 		start: p.lent}
 }
 
@@ -250,7 +250,18 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 	}
 	for set := pl.fresh.without(pl.tried); set != 0; set = pl.replicas(true) {
 		i := c.choose(pl.topo, set)
-		res, err := c.acquireReplica(ctx, pl.topo.nodes[i].n, set.len() > 1)
+		n := pl.topo.nodes[i].n
+		res, err := c.acquireReplica(ctx, n, set.len() > 1)
+		if err == nil && pl.need > 0 && n.perConnection() {
+			// Chosen by what all its servers are known to have: this
+			// connection may reach one not known yet.
+			var ok bool
+			if ok, err = c.provenOn(ctx, res.Value(), pl.need); !ok {
+				n.pool.release(res, err)
+				pl.tried.add(i)
+				continue
+			}
+		}
 		if err == nil {
 			return c.newLease(res, true, false), nil
 		}
@@ -296,8 +307,8 @@ func (c *Connector) leaseAffine(ctx context.Context, pl *plan) (lease, bool) {
 	if err != nil {
 		return lease{}, false
 	}
-	if res.Value().created >= pl.preferSince {
-		pl.prefer.pool.release(res, nil) // newer than the read: maybe another incarnation
+	if !res.Value().affine(pl) {
+		pl.prefer.pool.release(res, nil) // maybe another server, or incarnation
 		return lease{}, false
 	}
 	return c.newLease(res, true, false), true
@@ -466,7 +477,7 @@ func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 			}
 			replay, err := queryLSN(wctx, res.Value().conn, replaySQL)
 			if err == nil {
-				n.observeReplay(replay)
+				n.observeOn(res.Value().srv, replay)
 				best = max(best, replay)
 				if replay >= pl.need {
 					res.Value().lent = monoNow() // the read starts after the check
@@ -574,7 +585,7 @@ func (c *Connector) boundRead(pl *plan, l *lease, end mono) {
 		if end == 0 {
 			end = monoNow()
 		}
-		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksOf(pl.topo), l.p.node, l.start, end)
+		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksOf(pl.topo), l.p.node, l.p.servedBy(), l.start, end)
 	default:
 		c.readOnPrimary(pl, l.p)
 	}

@@ -99,6 +99,7 @@ type sessionPos struct {
 	// position read after it is folded into the watermark, a read
 	// elsewhere must first be bounded by one (see plan.affinity).
 	lastNode           atomic.Pointer[node]
+	lastServer         atomic.Pointer[server]
 	lastStart, lastEnd atomic.Int64
 	// replicaReads counts the session's replica reads on the cluster, the
 	// last of which ran on shownBy; primaryShown is the count at the last
@@ -169,7 +170,7 @@ func (p *sessionPos) resolvePending() {
 // noteReplicaRead records a read of the session on replica n of cluster
 // sysid, from start to end. Successive reads of a session record in
 // order; concurrent reads of one session are not ordered anyway.
-func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n *node, start, end mono) {
+func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n *node, srv *server, start, end mono) {
 	if s == nil || sysid == 0 {
 		return
 	}
@@ -186,6 +187,9 @@ func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n
 	}
 	p.lastStart.Store(int64(start))
 	p.lastEnd.Store(int64(end))
+	if p.lastServer.Load() != srv {
+		p.lastServer.Store(srv)
+	}
 	if p.lastNode.Load() != n {
 		p.lastNode.Store(n)
 	}
@@ -223,20 +227,21 @@ func (s *Session) primaryShows(sysid, gen uint64) {
 }
 
 // lastRead returns the session's last replica read on cluster sysid:
-// its replica and when it ran (nil when none is outstanding).
-func (s *Session) lastRead(sysid uint64) (n *node, start, end mono) {
+// its replica, the server it ran on (nil: not known, behind a pooler) and
+// when it ran (n nil when none is outstanding).
+func (s *Session) lastRead(sysid uint64) (n *node, srv *server, start, end mono) {
 	if s == nil || sysid == 0 {
-		return nil, 0, 0
+		return nil, nil, 0, 0
 	}
 	p := s.pos(sysid, false)
 	if p == nil {
-		return nil, 0, 0
+		return nil, nil, 0, 0
 	}
 	n = p.lastNode.Load()
 	if n == nil {
-		return nil, 0, 0
+		return nil, nil, 0, 0
 	}
-	return n, mono(p.lastStart.Load()), mono(p.lastEnd.Load())
+	return n, p.lastServer.Load(), mono(p.lastStart.Load()), mono(p.lastEnd.Load())
 }
 
 // notePending records an operation on cluster sysid whose position will

@@ -83,6 +83,9 @@ func newMockCluster(t *testing.T, replicas int, tweak func(*Config)) *mockCluste
 		defer mc.mu.Unlock()
 		return &nodeStatus{role: mc.roles[n.idx], lsn: mc.lsns[n.idx], timeline: 1, sysid: mc.sysid, at: time.Now()}
 	}
+	for _, n := range c.nodes {
+		n.pool.identify = nil
+	}
 	mc.c = c
 	mc.db = sql.OpenDB(c)
 	t.Cleanup(func() {

@@ -47,6 +47,15 @@ type NodeStatus struct {
 	Why   string
 	// Sampled is when the probe answered.
 	Sampled time.Time
+	// Endpoint is set once this address's connections reached more than
+	// one server (a Kubernetes Service, an HAProxy or cloud reader
+	// endpoint, DNS round robin); Pooler once a pooler (PgBouncer)
+	// answered for it. Reads there are proven on the connection that runs
+	// them. The probe's fields above are of the one server it reached.
+	Endpoint, Pooler bool
+	// Servers are the servers seen behind an endpoint, each as it sees
+	// itself, with what is known of its replay (nil for one server).
+	Servers []ServerStatus
 }
 
 // Nodes returns the status of every host in DSN order. Before the first
@@ -72,6 +81,10 @@ func (c *Connector) Nodes() []NodeStatus {
 		if st.role == roleReplica {
 			ns.LSN = max(ns.LSN, LSN(v.n.replay.Load()))
 			ns.LagBytes, ns.LagTime = v.lagBytes, v.lag
+		}
+		ns.Endpoint, ns.Pooler = v.n.endpoint.Load(), v.n.pooled.Load()
+		if ns.Endpoint {
+			ns.Servers = v.n.servers.snapshot()
 		}
 		r := untokened.reject(v, false)
 		ns.Reads = r == rejectNone

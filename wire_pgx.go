@@ -31,6 +31,8 @@ func (w *pgxWire) describe(ctx context.Context, _ *physical, query string) (int,
 // sent.
 func (*pgxWire) badConnMaySend() bool { return false }
 
+func (w *pgxWire) backendPID() uint32 { return w.conn.PgConn().PID() }
+
 // live asks pgx, which knows a connection it closed, then the socket. An
 // idle connection with bytes pending is not used: most likely the 57P01
 // of a fast shutdown, rarely a notice or a parameter status, and reading

@@ -217,6 +217,18 @@ type nodeReport struct {
 	Reads          bool    `json:"reads"`
 	Why            string  `json:"why,omitempty"`
 	RTTMs          float64 `json:"rtt_ms"`
+	// Endpoint: connections of this address reached several servers
+	// (Servers); Pooler: a pooler answers for it.
+	Endpoint bool           `json:"endpoint,omitempty"`
+	Pooler   bool           `json:"pooler,omitempty"`
+	Servers  []serverReport `json:"servers,omitempty"`
+}
+
+// serverReport is one server behind an endpoint.
+type serverReport struct {
+	Addr      string    `json:"addr"`
+	StartedAt time.Time `json:"started_at"`
+	LSN       string    `json:"replayed_lsn,omitempty"`
 }
 
 // look connects on first use, waits sample (the first time only: later
@@ -227,6 +239,9 @@ func (in *inspector) look(ctx context.Context, sample time.Duration) report {
 		in.started = true
 		pctx, cancel := context.WithTimeout(ctx, in.connectTimeout()+2*time.Second)
 		pingErr = in.db.PingContext(pctx)
+		if pingErr == nil {
+			in.sampleServers(pctx)
+		}
 		cancel()
 		if sample > 0 && ctx.Err() == nil {
 			t := time.NewTimer(sample)
@@ -259,6 +274,31 @@ func (in *inspector) look(ctx context.Context, sample time.Duration) report {
 	return rep
 }
 
+// serversSampled is how many connections status opens at once to the
+// replicas: enough for an endpoint's round robin to reach the servers
+// behind it.
+const serversSampled = 6
+
+// sampleServers holds a few replica connections open at once, so that the
+// servers behind an endpoint (one address, several servers) show: each
+// new connection tells the driver which server it reached.
+func (in *inspector) sampleServers(ctx context.Context) {
+	ctx = pgreplica.WithFallback(pgreplica.WithEventual(ctx), pgreplica.FallbackError)
+	var held []*sql.Rows
+	defer func() {
+		for _, r := range held {
+			r.Close()
+		}
+	}()
+	for range serversSampled {
+		r, err := in.db.QueryContext(ctx, "SELECT 1")
+		if err != nil {
+			return
+		}
+		held = append(held, r)
+	}
+}
+
 func (in *inspector) connectTimeout() time.Duration {
 	if in.cfg.ConnectTimeout > 0 {
 		return in.cfg.ConnectTimeout
@@ -278,6 +318,15 @@ func nodeRow(ns pgreplica.NodeStatus) nodeReport {
 		Reads:        ns.Reads,
 		Why:          ns.Why,
 		RTTMs:        ms(ns.RTT),
+		Endpoint:     ns.Endpoint,
+		Pooler:       ns.Pooler,
+	}
+	for _, s := range ns.Servers {
+		sr := serverReport{Addr: s.Addr, StartedAt: s.StartedAt}
+		if s.Replayed != 0 {
+			sr.LSN = s.Replayed.String()
+		}
+		r.Servers = append(r.Servers, sr)
 	}
 	if ns.LSN != 0 {
 		r.LSN = ns.LSN.String()

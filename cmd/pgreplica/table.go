@@ -74,8 +74,19 @@ func renderStatus(w io.Writer, rep report) error {
 			conflicts = "?"
 			notes = append(notes, fmt.Sprintf("conflicts of %s: %s", n.Addr, n.ConflictsError))
 		}
+		why := n.Why
+		switch {
+		case n.Endpoint:
+			why = fmt.Sprintf("endpoint of %d servers (below); %s", len(n.Servers), why)
+		case n.Pooler:
+			why = "behind a pooler; " + why
+		}
 		t.Add(n.Addr, dash(n.Zone), n.Role, n.State, tl, dash(n.LSN), lag, lagTime, paused,
-			dash(n.SyncState), conflicts, yesNo(n.Reads), n.Why)
+			dash(n.SyncState), conflicts, yesNo(n.Reads), why)
+		for _, s := range n.Servers {
+			t.Add("  "+s.Addr, "", "server", "", "", dash(s.LSN), "", "", "", "", "", "",
+				"behind "+n.Addr+", up since "+s.StartedAt.Format("15:04:05"))
+		}
 	}
 	if err := t.Write(w); err != nil {
 		return err
