@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 )
 
 // MatrixRun is one run of RunMatrix: a target through a shape.
@@ -67,12 +68,14 @@ func RunMatrix(ctx context.Context, cl Cluster, shapes []Shape, runs []Options, 
 }
 
 // WriteMatrix writes one line per run: the shape, the target, operations,
-// errors (tolerated ones apart), the violations by kind, where reads ran,
-// and the faults. "run error" says the run could not be carried out to
+// errors (tolerated ones apart, with how long operations kept failing
+// after a restarted proxy was back: ProxyOutage), the violations by kind,
+// where reads ran, and the faults ("proxy restarts" counts processes:
+// every proxy of the shape restarts at each event). "run error" says the run could not be carried out to
 // its end (its numbers cover what was recorded).
 func WriteMatrix(w io.Writer, runs []MatrixRun) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\ttarget\tsecs\tops\terrors\tkill errors\tproxy errors\tRYW\tmono own\tmono other\timpossible\tuncovered\treplica reads\treads by node\tkills (behind)\tproxy restarts\trun error\t")
+	fmt.Fprintln(tw, "shape\ttarget\tsecs\tops\terrors\tkill errors\tproxy errors\tfailing after proxy up\tRYW\tmono own\tmono other\timpossible\tuncovered\treplica reads\treads by node\tkills (behind)\tproxy restarts\trun error\t")
 	for i := range runs {
 		m := &runs[i]
 		runErr := "-"
@@ -81,7 +84,7 @@ func WriteMatrix(w io.Writer, runs []MatrixRun) error {
 		}
 		r := m.Report
 		if r == nil {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\t\n", m.Shape, m.Name(), runErr)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\t\n", m.Shape, m.Name(), runErr)
 			continue
 		}
 		uncovered := "-"
@@ -89,8 +92,12 @@ func WriteMatrix(w io.Writer, runs []MatrixRun) error {
 			uncovered = fmt.Sprint(r.Count(UncoveredWrite))
 		}
 		ops := r.Writes + r.Reads + r.Errors + r.KillErrors + r.ProxyErrors
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.1f%%\t%s\t%d (%d)\t%d\t%s\t\n",
-			m.Shape, m.Name(), r.Elapsed.Seconds(), ops, r.Errors, r.KillErrors, r.ProxyErrors,
+		outage := "-"
+		if len(r.Faults.ProxyRestarts) > 0 {
+			outage = r.ProxyOutage().Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t%.1f%%\t%s\t%d (%d)\t%d\t%s\t\n",
+			m.Shape, m.Name(), r.Elapsed.Seconds(), ops, r.Errors, r.KillErrors, r.ProxyErrors, outage,
 			r.Count(ReadYourWrites), r.MonotonicCount(true), r.MonotonicCount(false), r.Count(Impossible), uncovered,
 			100*r.ReplicaShare(), r.nodeShares(), len(r.Faults.Restarts), r.RestartsBehind(), len(r.Faults.ProxyRestarts), runErr)
 	}

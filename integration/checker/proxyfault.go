@@ -115,3 +115,27 @@ func proxyError(op *Op, restarts []ProxyRestart) bool {
 	}
 	return false
 }
+
+// ProxyOutage returns how long after a restarted proxy was back the run's
+// operations kept failing because of the restart: the largest gap between
+// a restart's Up and the end of an operation it made fail (ProxyErrors),
+// 0 if none failed after Up. A router that waits for a proxy that is back
+// within milliseconds keeps it near 0; one that marks the address down
+// after a refused connection fails reads until it probes again.
+func (r *Report) ProxyOutage() time.Duration {
+	var worst time.Duration
+	for i := range r.History.Ops {
+		op := &r.History.Ops[i]
+		if killError(op, r.Faults.Restarts) || !proxyError(op, r.Faults.ProxyRestarts) {
+			continue
+		}
+		for k := range r.Faults.ProxyRestarts {
+			p := &r.Faults.ProxyRestarts[k]
+			if p.Up.IsZero() || !op.End.After(p.At) || !op.Start.Before(p.Up.Add(killErrorGrace)) {
+				continue
+			}
+			worst = max(worst, op.End.Sub(p.Up))
+		}
+	}
+	return worst
+}

@@ -254,7 +254,8 @@ func (r *Report) WriteDetails(w io.Writer, max int) {
 	fmt.Fprintf(w, "%s (%d sessions, seed %d): %d violations, %d errors, %d reads failed as replicas were killed (tolerated)",
 		name, r.Sessions, r.Seed, len(r.Violations), r.Errors, r.KillErrors)
 	if len(r.Faults.ProxyRestarts) > 0 {
-		fmt.Fprintf(w, ", %d operations failed as proxies restarted (tolerated)", r.ProxyErrors)
+		fmt.Fprintf(w, ", %d operations failed as proxies restarted (tolerated; the last %v after the proxy was back)",
+			r.ProxyErrors, r.ProxyOutage().Round(time.Millisecond))
 	}
 	fmt.Fprintln(w)
 	for _, p := range r.Faults.ProxyRestarts {
