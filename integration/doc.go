@@ -43,8 +43,16 @@
 // signal and restart the container. Everything else behaves as with local
 // binaries.
 //
-// Set PGREPLICA_INTEGRATION=require to make a missing PostgreSQL fail the
-// tests instead of skipping them, PGREPLICA_PG_BIN to choose the directory
-// of the server binaries, PGREPLICA_HARNESS=local or docker to choose how
-// the servers run, and PGREPLICA_DOCKER_IMAGE to choose the image.
+// PgBouncer and HAProxy run in front of the servers as real processes
+// (StartPgBouncer, StartHAProxy; in tests Cluster.PgBouncer,
+// Cluster.ReaderEndpoint, NewPgBouncer, NewHAProxy), on free ports of
+// 127.0.0.1, each restartable on its port (Restart) to simulate a pooler or
+// endpoint restart. Through them inet_server_port() still names the server.
+//
+// Set PGREPLICA_INTEGRATION=require to make a missing PostgreSQL (or
+// PgBouncer or HAProxy) fail the tests instead of skipping them,
+// PGREPLICA_PG_BIN to choose the directory of the server binaries,
+// PGREPLICA_HARNESS=local or docker to choose how the servers run,
+// PGREPLICA_DOCKER_IMAGE to choose the image, and PGREPLICA_PGBOUNCER and
+// PGREPLICA_HAPROXY to choose the proxy programs.
 package integration

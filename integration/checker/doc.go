@@ -39,6 +39,14 @@
 // first two must show no violation; the naive router shows that the checker
 // does detect them.
 //
+// Deploy puts real PgBouncer and HAProxy processes between the targets
+// and the cluster in one of several deployment Shapes (PgBouncer per node
+// in session or transaction mode, an HAProxy reader endpoint over the
+// replicas, PgBouncer in front of that endpoint); with
+// Faults.RestartProxies the proxies restart during the run. RunMatrix and
+// WriteMatrix run every target through every shape (TestShapes, off by
+// default: set PGREPLICA_SHAPES=1).
+//
 // The checker runs in CI as this package's test (a short run per target)
 // and on demand as the program in cmd/pgreplica-check.
 package checker

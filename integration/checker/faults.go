@@ -55,6 +55,17 @@ type Faults struct {
 	// replica comes back and for how long (about KillApplyDelay minus the
 	// downtime). Default 5s; it must exceed MaxDowntime.
 	KillApplyDelay time.Duration
+
+	// RestartProxies turns on the proxy-restart fault when the run's
+	// Cluster is a Deployment with proxies: every ProxyRestartEvery each
+	// of its PgBouncer and HAProxy processes is stopped and started again
+	// on its port, all at once, which closes every client connection
+	// through them (see proxyfault.go). Operations that fail with a lost or
+	// refused connection meanwhile are tolerated (Report.ProxyErrors).
+	RestartProxies bool
+	// ProxyRestartEvery is the time from one proxy restart to the next,
+	// the first one included; default 20s.
+	ProxyRestartEvery time.Duration
 }
 
 func (f Faults) withDefaults() Faults {
@@ -79,12 +90,15 @@ func (f Faults) withDefaults() Faults {
 	if f.KillApplyDelay == 0 {
 		f.KillApplyDelay = 5 * time.Second
 	}
+	if f.ProxyRestartEvery == 0 {
+		f.ProxyRestartEvery = 20 * time.Second
+	}
 	return f
 }
 
 func (f *Faults) validate() error {
 	if f.MaxApplyDelay < 0 || f.MinPause < 0 || f.MaxPause < f.MinPause || f.Hold < 0 ||
-		f.KillEvery < 0 || f.MaxDowntime < 0 || f.KillApplyDelay <= f.MaxDowntime {
+		f.KillEvery < 0 || f.MaxDowntime < 0 || f.KillApplyDelay <= f.MaxDowntime || f.ProxyRestartEvery < 0 {
 		return fmt.Errorf("%w: faults %+v", errBadOptions, *f)
 	}
 	return nil
@@ -92,10 +106,12 @@ func (f *Faults) validate() error {
 
 // FaultEvent is one change the injector made.
 type FaultEvent struct {
-	At   time.Time
+	At time.Time
+	// Node is the node changed, -1 for a proxy of a Deployment.
 	Node int
-	// What is "delay 123ms", "pause", "resume", "kill (…)" or
-	// "restart after … (…)" (see Restart).
+	// What is "delay 123ms", "pause", "resume", "kill (…)",
+	// "restart after … (…)" (see Restart) or "restart of proxy …" (see
+	// ProxyRestart).
 	What string
 }
 
@@ -104,7 +120,9 @@ type FaultStats struct {
 	DelayChanges, Pauses int
 	// Restarts are the replicas killed and started again, in order.
 	Restarts []Restart
-	Events   []FaultEvent
+	// ProxyRestarts are the restarts of a Deployment's proxies, in order.
+	ProxyRestarts []ProxyRestart
+	Events        []FaultEvent
 }
 
 // faultStep bounds one harness call (each waits until the server shows

@@ -13,8 +13,11 @@ import (
 
 // Report is the outcome of one Run.
 type Report struct {
-	Target   Target
-	Driver   string // pgreplica's inner driver ("" for the naive router)
+	Target Target
+	Driver string // pgreplica's inner driver ("" for the naive router)
+	// Shape is the Deployment's shape the run went through (ShapeDirect
+	// on a plain Cluster).
+	Shape    Shape
 	Sessions int
 	Seed     uint64
 	// Elapsed is how long the sessions ran.
@@ -26,8 +29,11 @@ type Report struct {
 	// Writes and Reads count operations that succeeded. KillErrors counts
 	// reads that failed because a replica was killed (a lost or refused
 	// connection while it was down or had just come back, see Restart),
-	// which are tolerated; Errors counts every other failed operation.
-	Writes, Reads, Errors, KillErrors int
+	// which are tolerated; ProxyErrors counts the operations that failed
+	// with a lost or refused connection because a proxy of a Deployment
+	// was restarted (see ProxyRestart), tolerated too; Errors counts every
+	// other failed operation.
+	Writes, Reads, Errors, KillErrors, ProxyErrors int
 	// ReadsByNode counts successful reads by the node that served them
 	// (from inet_server_port()); Primary is the primary's index.
 	ReadsByNode map[int]int
@@ -40,7 +46,7 @@ type Report struct {
 
 // newReport summarises a history and what the injector did meanwhile.
 func newReport(o *Options, cl Cluster, h History, elapsed time.Duration, faults FaultStats) *Report {
-	r := &Report{Target: o.Target, Sessions: o.Sessions, Seed: o.Seed, Elapsed: elapsed,
+	r := &Report{Target: o.Target, Shape: shapeOf(cl), Sessions: o.Sessions, Seed: o.Seed, Elapsed: elapsed,
 		History: h, Violations: Check(h), ReadsByNode: map[int]int{}, Primary: cl.Primary(), Faults: faults}
 	if o.Target.Pgreplica() {
 		r.Driver = o.Driver
@@ -54,6 +60,8 @@ func newReport(o *Options, cl Cluster, h History, elapsed time.Duration, faults 
 		switch {
 		case killError(op, faults.Restarts):
 			r.KillErrors++
+		case proxyError(op, faults.ProxyRestarts):
+			r.ProxyErrors++
 		case op.Err != nil:
 			r.Errors++
 		case op.Kind == OpWrite:
@@ -157,14 +165,20 @@ func (r *Report) ReplicaShare() float64 {
 	return float64(r.Reads-r.ReadsByNode[r.Primary]) / float64(r.Reads)
 }
 
+// tolerated reports whether op failed because of a kill or a proxy
+// restart (KillErrors, ProxyErrors).
+func (r *Report) tolerated(op *Op) bool {
+	return killError(op, r.Faults.Restarts) || proxyError(op, r.Faults.ProxyRestarts)
+}
+
 // Errs returns the errors of failed operations, at most max of them,
-// leaving out the tolerated ones (KillErrors).
+// leaving out the tolerated ones (KillErrors, ProxyErrors).
 func (r *Report) Errs(max int) []error {
 	return r.errs(max, false)
 }
 
-// KillErrs returns the errors of the tolerated failed reads (KillErrors),
-// at most max of them.
+// KillErrs returns the errors of the tolerated failed operations
+// (KillErrors, ProxyErrors), at most max of them.
 func (r *Report) KillErrs(max int) []error {
 	return r.errs(max, true)
 }
@@ -173,7 +187,7 @@ func (r *Report) errs(max int, tolerated bool) []error {
 	var out []error
 	for i := range r.History.Ops {
 		op := &r.History.Ops[i]
-		if op.Err != nil && killError(op, r.Faults.Restarts) == tolerated && len(out) < max {
+		if op.Err != nil && r.tolerated(op) == tolerated && len(out) < max {
 			out = append(out, op.Err)
 		}
 	}
@@ -234,8 +248,23 @@ func (r *Report) WriteDetails(w io.Writer, max int) {
 	if r.Driver != "" {
 		name += "/" + r.Driver
 	}
-	fmt.Fprintf(w, "%s (%d sessions, seed %d): %d violations, %d errors, %d reads failed as replicas were killed (tolerated)\n",
+	if r.Shape != "" && r.Shape != ShapeDirect {
+		name += " through " + string(r.Shape)
+	}
+	fmt.Fprintf(w, "%s (%d sessions, seed %d): %d violations, %d errors, %d reads failed as replicas were killed (tolerated)",
 		name, r.Sessions, r.Seed, len(r.Violations), r.Errors, r.KillErrors)
+	if len(r.Faults.ProxyRestarts) > 0 {
+		fmt.Fprintf(w, ", %d operations failed as proxies restarted (tolerated; the last %v after the proxy was back)",
+			r.ProxyErrors, r.ProxyOutage().Round(time.Millisecond))
+	}
+	fmt.Fprintln(w)
+	for _, p := range r.Faults.ProxyRestarts {
+		if p.Up.IsZero() {
+			fmt.Fprintf(w, "  proxy %s restart at %s failed\n", p.Proxy, p.At.Format("15:04:05.000000"))
+			continue
+		}
+		fmt.Fprintf(w, "  proxy %s restarted at %s, %v down\n", p.Proxy, p.At.Format("15:04:05.000000"), p.Downtime.Round(time.Millisecond))
+	}
 	for i := range r.Faults.Restarts {
 		k := &r.Faults.Restarts[i]
 		before, behind := r.RestartReads(k)

@@ -32,7 +32,10 @@ const (
 	// (pgreplicapgx) instead of database/sql.
 	TargetPgx Target = "pgreplicapgx-session"
 	// TargetNaive: a plain pgx *sql.DB to the primary for writes and one
-	// per replica for reads, taken in turn; no positions, no waiting.
+	// per replica for reads, taken in turn; no positions, no waiting. In
+	// a Deployment it goes through the same proxies: the primary's address
+	// for writes, and the reader endpoint or each replica's PgBouncer for
+	// reads.
 	TargetNaive Target = "naive"
 )
 
@@ -91,8 +94,9 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 		// Every session may fall back to the primary at once during a
 		// pause: the checker tests consistency, not the fallback bound
 		// (which would refuse reads with ErrFallbackLimit, by design).
-		dsn := withParams(cl.DSN(), "application_name", "pgreplica_checker", "pgreplica_driver", o.Driver,
-			"pgreplica_max_primary_fallbacks", strconv.Itoa(o.Sessions), "pgreplica_max_conns_per_host", strconv.Itoa(2*o.Sessions))
+		dsn := withParams(cl.DSN(), append([]string{"application_name", "pgreplica_checker", "pgreplica_driver", o.Driver,
+			"pgreplica_max_primary_fallbacks", strconv.Itoa(o.Sessions), "pgreplica_max_conns_per_host", strconv.Itoa(2 * o.Sessions)},
+			driverParams(cl, o.Driver)...)...)
 		if t == TargetPgx {
 			r.pgx, err = openPgx(ctx, dsn)
 			return r, err
@@ -104,11 +108,14 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 		r.writer, r.readers = db, []*sql.DB{db}
 		return r, nil
 	}
-	if r.writer, err = open("pgx", withParams(cl.NodeDSN(cl.Primary()), "application_name", "naive_checker")); err != nil {
+	// In a Deployment, through the same proxies as pgreplica.
+	writer, readers := naiveDSNs(cl)
+	params := append([]string{"application_name", "naive_checker"}, driverParams(cl, "pgx")...)
+	if r.writer, err = open("pgx", withParams(writer, params...)); err != nil {
 		return r, err
 	}
-	for _, i := range replicasOf(cl) {
-		db, err := open("pgx", withParams(cl.NodeDSN(i), "application_name", "naive_checker"))
+	for _, dsn := range readers {
+		db, err := open("pgx", withParams(dsn, params...))
 		if err != nil {
 			return r, err
 		}

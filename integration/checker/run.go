@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -12,7 +13,8 @@ import (
 const cleanupTimeout = time.Minute
 
 // Run runs the workload through o.Target against cl while injecting
-// faults (lag, paused replay, replicas killed and restarted), then
+// faults (lag, paused replay, replicas killed and restarted, and the
+// proxies of a Deployment restarted), then
 // verifies the history. It recreates o.Table first, and afterwards
 // removes every fault (restarting any replica left down), waits for the
 // replicas to catch up and drops the table, so runs can follow each other
@@ -52,11 +54,22 @@ func Run(ctx context.Context, cl Cluster, o Options) (rep *Report, err error) {
 		st, err := injectFaults(fctx, cl, &o, rand.New(rand.NewPCG(o.Seed, ^uint64(0))), park)
 		faultsDone <- faultResult{st, err}
 	}()
+	proxiesDone := make(chan faultResult, 1)
+	go func() {
+		var st FaultStats
+		var err error
+		st.ProxyRestarts, st.Events, err = restartProxies(fctx, cl, o.Faults)
+		proxiesDone <- faultResult{st, err}
+	}()
 	began := time.Now()
 	logs, werr := runSessions(ctx, r, cl, &o, park)
 	elapsed := time.Since(began)
 	stopFaults()
-	fr := <-faultsDone
+	fr, pr := <-faultsDone, <-proxiesDone
+	fr.st.ProxyRestarts = pr.st.ProxyRestarts
+	fr.st.Events = append(fr.st.Events, pr.st.Events...)
+	slices.SortStableFunc(fr.st.Events, func(a, b FaultEvent) int { return a.At.Compare(b.At) })
+	fr.err = errors.Join(fr.err, pr.err)
 	rerr := detached(ctx, func(ctx context.Context) error { return restore(ctx, cl) })
 
 	rep = newReport(&o, cl, merge(logs), elapsed, fr.st)

@@ -14,8 +14,22 @@ import (
 	"github.com/pgreplica/pgreplica"
 )
 
-// maxFailuresInRow stops a session whose operations keep failing.
-const maxFailuresInRow = 20
+// maxFailuresInRow and failingFor stop a session whose operations keep
+// failing: that many in a row, over at least that long (a proxy restart
+// refuses connections for a few milliseconds, in which a session that
+// fails fast could fail many times).
+const (
+	maxFailuresInRow = 20
+	failingFor       = 2 * time.Second
+)
+
+// failurePause is how long a session pauses after each failed operation
+// in a row, up to maxFailurePause: a client does not retry in a tight
+// loop.
+const (
+	failurePause    = time.Millisecond
+	maxFailurePause = 20 * time.Millisecond
+)
 
 // runSessions runs o.Sessions concurrent sessions until o.Duration has
 // passed and returns their logs. The injector may hold some of them idle
@@ -67,7 +81,8 @@ type loop struct {
 	rng      *rand.Rand
 	hot      []atomic.Int32
 	log      []Op
-	failures int // operations failed in a row
+	failures int       // operations failed in a row
+	failing  time.Time // when the first of them began
 	refresh  map[Key]int
 	versions []int // last version tried per own row
 	k        int   // the own row being written
@@ -163,7 +178,7 @@ func (s *loop) round(ctx context.Context, round int) error {
 		own := Key{Owner: c.id, N: s.k}
 		s.hot[c.id].Store(int32(s.k))
 		writePaths := [...]string{pathExec, pathReturning, pathTx}
-		if err := s.record(c.write(ctx, own, s.versions[s.k], writePaths[round%len(writePaths)])); err != nil {
+		if err := s.record(ctx, c.write(ctx, own, s.versions[s.k], writePaths[round%len(writePaths)])); err != nil {
 			return err
 		}
 		if err := s.read(ctx, own, readPath, "own-now"); err != nil {
@@ -213,7 +228,7 @@ func (s *loop) read(ctx context.Context, k Key, path, role string) error {
 		return err
 	}
 	op := s.c.read(ctx, k, path, role)
-	if err := s.record(op); err != nil {
+	if err := s.record(ctx, op); err != nil {
 		return err
 	}
 	for i := 0; i < chaseReads && op.Err == nil && !op.Own() && op.Node == s.c.primary; i++ {
@@ -222,7 +237,7 @@ func (s *loop) read(ctx context.Context, k Key, path, role string) error {
 			return err
 		}
 		op = s.c.read(ctx, k, pathQuery, "refresh")
-		if err := s.record(op); err != nil {
+		if err := s.record(ctx, op); err != nil {
 			return err
 		}
 	}
@@ -230,17 +245,28 @@ func (s *loop) read(ctx context.Context, k Key, path, role string) error {
 }
 
 // record appends op to the log. It fails once maxFailuresInRow operations
-// in a row have failed: the cluster or the router is broken and the
-// history would say nothing.
-func (s *loop) record(op Op) error {
+// in a row have failed over failingFor: the cluster or the router is
+// broken and the history would say nothing. After a failed operation the
+// session pauses a little longer each time (failurePause).
+func (s *loop) record(ctx context.Context, op Op) error {
 	op.Seq = len(s.log)
 	s.log = append(s.log, op)
 	if op.Err == nil {
 		s.failures = 0
 		return nil
 	}
-	if s.failures++; s.failures >= maxFailuresInRow {
-		return fmt.Errorf("checker: session %d: %d operations in a row failed, the last: %w", s.c.id, s.failures, op.Err)
+	if s.failures == 0 {
+		s.failing = op.Start
+	}
+	if s.failures++; s.failures >= maxFailuresInRow && op.End.Sub(s.failing) >= failingFor {
+		return fmt.Errorf("checker: session %d: %d operations in a row failed over %v, the last: %w",
+			s.c.id, s.failures, op.End.Sub(s.failing).Round(time.Millisecond), op.Err)
+	}
+	t := time.NewTimer(min(time.Duration(s.failures)*failurePause, maxFailurePause))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 	return nil
 }
