@@ -214,6 +214,10 @@ type wire interface {
 	// (BackendKeyData), 0 when the driver does not say: a pooler reports
 	// its own (server.go).
 	backendPID() uint32
+	// beginChecked begins a read-only transaction on p and reads the
+	// replay position in it, so that what runs next in that transaction
+	// runs on the server that answered (pooledcheck.go).
+	beginChecked(ctx context.Context, p *physical) (LSN, error)
 }
 
 // genericWire assumes the worst of ErrBadConn.
@@ -223,6 +227,14 @@ func (genericWire) badConnMaySend() bool { return true }
 
 // backendPID is not known: lib/pq keeps it to itself.
 func (genericWire) backendPID() uint32 { return 0 }
+
+// beginChecked costs two round trips: BEGIN, then the check.
+func (genericWire) beginChecked(ctx context.Context, p *physical) (LSN, error) {
+	if _, err := execInner(ctx, p.conn, "BEGIN READ ONLY", nil); err != nil {
+		return 0, err
+	}
+	return queryLSN(ctx, p.conn, replaySQL)
+}
 
 // live looks at the socket only: lib/pq cannot hand over a message that
 // arrived on an idle connection, and on one that is almost always the
@@ -254,6 +266,9 @@ func (genericWire) describe(ctx context.Context, p *physical, query string) (int
 func newWire(c driver.Conn) wire {
 	if sc, ok := c.(*stdlib.Conn); ok {
 		return &pgxWire{conn: sc.Conn()}
+	}
+	if isPqConn(c) {
+		return newPqWire(c)
 	}
 	return genericWire{}
 }

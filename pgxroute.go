@@ -98,6 +98,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 	if err := c.planFor(ctx, cls, &pl); err != nil {
 		return pgxroute.Lease{}, err
 	}
+	pl.tx = req.Kind == pgxroute.ReadOnlyTx
 	var l lease
 	var err error
 	switch req.Kind {
@@ -314,5 +315,6 @@ func (l *pgxLease) Done(gen uint64, err error) {
 			c.boundRead(&pl, &l.l, 0)
 		}
 	}
+	l.l.endCheckTx(&err) // before notIdle looks at the transaction status
 	l.l.release(notIdle(l.l.p, err))
 }

@@ -18,6 +18,8 @@ type plan struct {
 	// read: the statement is a provable read, so it may be sent again
 	// elsewhere when it failed before returning anything.
 	read bool
+	// tx: the read is a read-only transaction of the caller's.
+	tx bool
 	// capture: the statement writes WAL outside a transaction, so its
 	// commit position is recorded.
 	capture bool

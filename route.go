@@ -35,6 +35,9 @@ type lease struct {
 	// watch gives up on the statement once its context ended (lib/pq
 	// only; see deadlineWatch).
 	watch *deadlineWatch
+	// inTx: the lease began a transaction for its replay check, which
+	// ends when it is given back (pooledcheck.go).
+	inTx bool
 }
 
 // release gives the connection back (closing it when err says it is
@@ -43,6 +46,7 @@ type lease struct {
 // the next borrower overwrites.
 func (l *lease) release(err error) {
 	l.watch.end()
+	l.endCheckTx(&err)
 	n, slot, c := l.p.node, l.slot, l.c
 	n.inflight.Add(-1)
 	n.pool.release(l.res, err)
@@ -255,12 +259,18 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		if err == nil && pl.need > 0 && n.perConnection() {
 			// Chosen by what all its servers are known to have: this
 			// connection may reach one not known yet.
-			var ok bool
-			if ok, err = c.provenOn(ctx, res.Value(), pl.need); !ok {
+			ok, inTx, err := c.provenOn(ctx, res.Value(), pl.need)
+			if !ok {
+				if inTx {
+					err = endCheckTx(res.Value(), c.cfg.ProbeTimeout)
+				}
 				n.pool.release(res, err)
 				pl.tried.add(i)
 				continue
 			}
+			l := c.newLease(res, true, false)
+			l.inTx = inTx
+			return l, nil
 		}
 		if err == nil {
 			return c.newLease(res, true, false), nil
@@ -475,14 +485,19 @@ func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 			if err != nil {
 				continue
 			}
-			replay, err := queryLSN(wctx, res.Value().conn, replaySQL)
+			replay, inTx, err := checkReplay(wctx, res.Value())
 			if err == nil {
 				n.observeOn(res.Value().srv, replay)
 				best = max(best, replay)
 				if replay >= pl.need {
 					res.Value().lent = monoNow() // the read starts after the check
-					return c.newLease(res, true, false), nil
+					l := c.newLease(res, true, false)
+					l.inTx = inTx
+					return l, nil
 				}
+			}
+			if inTx {
+				err = endCheckTx(res.Value(), c.cfg.ProbeTimeout)
 			}
 			n.pool.release(res, err)
 		}

@@ -36,6 +36,7 @@ const (
 	rejectLagTime                // Config.MaxLag
 	rejectStale                  // the context's WithMaxStaleness
 	rejectBehind                 // not known to have replayed the needed position
+	rejectPooledTx               // a transaction that needs a position, behind a pooler (pooledcheck.go)
 )
 
 // nodeSet is a set of node indexes (Config allows at most maxHosts hosts).
@@ -76,6 +77,8 @@ func (pl *plan) reject(v *nodeView, position bool) rejection {
 		return rejectLagTime
 	case position && LSN(v.n.replay.Load()) < pl.need:
 		return rejectBehind
+	case pl.tx && pl.need > 0 && v.n.pooled.Load():
+		return rejectPooledTx
 	}
 	return rejectNone
 }

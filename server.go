@@ -303,14 +303,14 @@ func (p *physical) affine(pl *plan) bool {
 // server does not say (one round trip): for a node whose reads are proven
 // per connection (an endpoint, a pooler), after selection chose it by
 // what all its servers are known to have.
-func (c *Connector) provenOn(ctx context.Context, p *physical, need LSN) (bool, error) {
+func (c *Connector) provenOn(ctx context.Context, p *physical, need LSN) (ok, inTx bool, err error) {
 	if p.knownReplay() >= need {
-		return true, nil
+		return true, false, nil
 	}
-	replay, err := queryLSN(ctx, p.conn, replaySQL)
+	replay, inTx, err := checkReplay(ctx, p)
 	if err != nil {
-		return false, err
+		return false, inTx, err
 	}
 	p.node.observeOn(p.srv, replay)
-	return replay >= need, nil
+	return replay >= need, inTx, nil
 }

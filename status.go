@@ -56,6 +56,10 @@ type NodeStatus struct {
 	// Servers are the servers seen behind an endpoint, each as it sees
 	// itself, with what is known of its replay (nil for one server).
 	Servers []ServerStatus
+	// ServerStartedAt is when the server the probe reached started
+	// (pg_postmaster_start_time()): it changes with a restart, also one
+	// behind a pooler that kept the probe's connection open.
+	ServerStartedAt time.Time
 }
 
 // Nodes returns the status of every host in DSN order. Before the first
@@ -83,6 +87,9 @@ func (c *Connector) Nodes() []NodeStatus {
 			ns.LagBytes, ns.LagTime = v.lagBytes, v.lag
 		}
 		ns.Endpoint, ns.Pooler = v.n.endpoint.Load(), v.n.pooled.Load()
+		if st.server != nil {
+			ns.ServerStartedAt = time.UnixMicro(st.server.id.started)
+		}
 		if ns.Endpoint {
 			ns.Servers = v.n.servers.snapshot()
 		}
@@ -146,6 +153,8 @@ func (r rejection) explain(v *nodeView, pl *plan, t *topology) string {
 		return fmt.Sprintf("lag %v > the read's staleness bound %v", v.lag.Round(time.Millisecond), pl.maxLag)
 	case rejectBehind:
 		return fmt.Sprintf("has not replayed %s yet", pl.need)
+	case rejectPooledTx:
+		return "behind a pooler: a transaction that needs a position cannot be proven there"
 	}
 	return ""
 }

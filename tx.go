@@ -44,6 +44,7 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 	if err := cn.c.planFor(ctx, cls, &t.pl); err != nil {
 		return nil, err
 	}
+	t.pl.tx = cls.read
 	var err error
 	begin := func(p *physical) (err error) {
 		t.inner, err = beginInner(ctx, p.conn, opts)

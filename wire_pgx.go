@@ -3,6 +3,7 @@ package pgreplica
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -32,6 +33,19 @@ func (w *pgxWire) describe(ctx context.Context, _ *physical, query string) (int,
 func (*pgxWire) badConnMaySend() bool { return false }
 
 func (w *pgxWire) backendPID() uint32 { return w.conn.PgConn().PID() }
+
+// beginChecked sends BEGIN and the check as one simple query: one round
+// trip, one transaction.
+func (w *pgxWire) beginChecked(ctx context.Context, _ *physical) (LSN, error) {
+	results, err := w.conn.PgConn().Exec(ctx, "BEGIN READ ONLY; "+replaySQL).ReadAll()
+	if err != nil {
+		return 0, err
+	}
+	if len(results) != 2 || len(results[1].Rows) != 1 || len(results[1].Rows[0]) != 1 {
+		return 0, errors.New("pgreplica: unexpected answer to the replay check")
+	}
+	return lsnValue(results[1].Rows[0][0])
+}
 
 // live asks pgx, which knows a connection it closed, then the socket. An
 // idle connection with bytes pending is not used: most likely the 57P01

@@ -1,0 +1,218 @@
+package drivertest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration"
+)
+
+// openShape opens pgreplica on a DSN of the given addresses.
+func openShape(t *testing.T, inner string, addrs []string, params ...string) (*sql.DB, *pgreplica.Connector) {
+	t.Helper()
+	dsn := integration.HostsDSN(addrs...) + "&application_name=" + appName(t) + "&pgreplica_driver=" + inner
+	for _, p := range params {
+		dsn += "&" + p
+	}
+	db, err := sql.Open("pgreplica", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgreplica.ConnectorOf(ctxFor(t), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, c
+}
+
+func primaryAddr() string { return fmt.Sprintf("127.0.0.1:%d", cluster.Port(cluster.Primary())) }
+
+// holdReads keeps n eventual reads open at once, so that n replica
+// connections exist, then closes them.
+func holdReads(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	ctx := pgreplica.WithEventual(ctxFor(t))
+	var held []*sql.Rows
+	defer func() {
+		for _, r := range held {
+			r.Close()
+		}
+	}()
+	for range n {
+		r, err := db.QueryContext(ctx, "SELECT 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, r)
+	}
+}
+
+// TestReaderEndpointShowsItsServers: one address round-robins over both
+// replicas (HAProxy, as a Kubernetes Service or a cloud reader endpoint
+// does). The connector sees two servers behind it, each by the port it
+// listens on, and calls the address an endpoint; a direct DSN shows none.
+func TestReaderEndpointShowsItsServers(t *testing.T) {
+	ep := cluster.ReaderEndpoint(t)
+	for _, inner := range []string{"pgx", "pq"} {
+		t.Run(inner, func(t *testing.T) {
+			db, c := openShape(t, inner, []string{primaryAddr(), ep.Addr()})
+			holdReads(t, db, 6)
+			ns := c.Nodes()[1]
+			if !ns.Endpoint || ns.Pooler {
+				t.Fatalf("endpoint %v, pooler %v; want true, false", ns.Endpoint, ns.Pooler)
+			}
+			var got []string
+			for _, s := range ns.Servers {
+				got = append(got, s.Addr)
+			}
+			slices.Sort(got)
+			var want []string
+			for i := range cluster.Len() {
+				if i != cluster.Primary() {
+					want = append(want, fmt.Sprintf("127.0.0.1:%d", cluster.Port(i)))
+				}
+			}
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("servers behind the endpoint %v, want %v", got, want)
+			}
+		})
+	}
+	t.Run("direct", func(t *testing.T) {
+		db := open(t, "pgx")
+		holdReads(t, db, 6)
+		c, err := pgreplica.ConnectorOf(ctxFor(t), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range c.Nodes() {
+			if ns.Endpoint || ns.Pooler || ns.Servers != nil {
+				t.Fatalf("%s: endpoint %v, pooler %v, servers %v with one server per address", ns.Addr, ns.Endpoint, ns.Pooler, ns.Servers)
+			}
+		}
+	})
+}
+
+// TestPoolerDetected: behind PgBouncer the process id of the start-up
+// message is PgBouncer's, not the backend's: the connector knows a pooler
+// answers for the address, through either inner driver.
+func TestPoolerDetected(t *testing.T) {
+	b := cluster.PgBouncer(t, 1, integration.PoolTransaction)
+	for _, inner := range []string{"pgx", "pq"} {
+		t.Run(inner, func(t *testing.T) {
+			params := []string{"default_query_exec_mode=exec"}
+			if inner == "pq" {
+				params = []string{"binary_parameters=yes"}
+			}
+			db, c := openShape(t, inner, []string{primaryAddr(), b.Addr()}, params...)
+			holdReads(t, db, 2)
+			if ns := c.Nodes()[1]; !ns.Pooler {
+				t.Fatalf("%s behind PgBouncer: pooler %v", ns.Addr, ns.Pooler)
+			}
+			if ns := c.Nodes()[0]; ns.Pooler || ns.Endpoint {
+				t.Fatalf("the primary, direct: pooler %v, endpoint %v", ns.Pooler, ns.Endpoint)
+			}
+		})
+	}
+}
+
+// TestRestartBehindPoolerSeen: PgBouncer in transaction mode keeps its
+// clients' connections open while the server behind it restarts, so no
+// connection of the router fails. The restart is seen all the same, by the
+// server's start time on the probe's next answer, with no failed probe: the
+// replica restarts right after a probe and is back before the next one.
+func TestRestartBehindPoolerSeen(t *testing.T) {
+	const replica = 1
+	b := cluster.PgBouncer(t, replica, integration.PoolTransaction)
+	logs := &recordedLogs{}
+	dsn := integration.HostsDSN(primaryAddr(), b.Addr()) + "&application_name=" + appName(t) +
+		"&default_query_exec_mode=exec&pgreplica_monitor_interval=4s"
+	cfg, err := pgreplica.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = slog.New(logs)
+	conn, err := pgreplica.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	ctx := ctxFor(t)
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := conn.Nodes()[replica]
+	if before.ServerStartedAt.IsZero() {
+		t.Fatal("the probe did not say when the server started")
+	}
+	// Right after a probe answered: the restart ends before the next one.
+	for sampled := before.Sampled; conn.Nodes()[replica].Sampled.Equal(sampled); {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	start := time.Now()
+	if err := cluster.Kill(replica); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Start(ctx, replica); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica %d down and back in %v", replica, time.Since(start).Round(time.Millisecond))
+	for !conn.Nodes()[replica].ServerStartedAt.After(before.ServerStartedAt) {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the restart behind the pooler was not seen")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !logs.has("pgreplica: host restarted") {
+		t.Errorf("no restart logged: %v", logs.all())
+	}
+	if logs.has("pgreplica: host unreachable") {
+		t.Errorf("a probe failed, the restart was not short enough to test its detection: %v", logs.all())
+	}
+}
+
+// recordedLogs is a slog.Handler that keeps the messages.
+type recordedLogs struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *recordedLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *recordedLogs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+func (l *recordedLogs) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *recordedLogs) WithGroup(string) slog.Handler      { return l }
+
+func (l *recordedLogs) has(msg string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.msgs, msg)
+}
+
+func (l *recordedLogs) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.msgs, "; ")
+}
