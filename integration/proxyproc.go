@@ -118,6 +118,9 @@ func (p *proxyProcess) launch(ctx context.Context, configure func(port int) erro
 		if err == nil {
 			return nil
 		}
+		p.mu.Lock()
+		p.port = 0 // released: close must not release it again
+		p.mu.Unlock()
 		releasePort(port)
 		if attempt == 5 || !p.portTaken(from) {
 			return err

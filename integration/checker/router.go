@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the naive router's driver, "pgx"
 
@@ -85,7 +88,7 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 		// Keep a pooled connection per session: reconnecting would
 		// dominate the naive router's timing.
 		db.SetMaxIdleConns(o.Sessions + 1)
-		if err := db.PingContext(ctx); err != nil {
+		if err := ping(ctx, db, driverName, dsn, o.Logf); err != nil {
 			return nil, fmt.Errorf("checker: connecting with %s: %w", driverName, err)
 		}
 		return db, nil
@@ -189,4 +192,43 @@ func (r *router) close() error {
 		r.pgx.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// pingPatience bounds how long a new pool's first ping is retried while
+// it fails with a lost connection: a PgBouncer whose server was just
+// killed and restarted may refuse a few logins (server_login_retry).
+const pingPatience = 5 * time.Second
+
+// ping checks that db answers, retrying while it fails with a lost
+// connection for up to pingPatience. database/sql reports a failed ping
+// of the pgx driver as driver.ErrBadConn alone, so a failure of the naive
+// router's pool is described by one connection of its own.
+func ping(ctx context.Context, db *sql.DB, driverName, dsn string, logf func(string, ...any)) error {
+	began := time.Now()
+	for attempt := 1; ; attempt++ {
+		err := db.PingContext(ctx)
+		if err == nil {
+			if attempt > 1 {
+				logf("checker: %s answered after %d pings in %v", driverName, attempt, time.Since(began).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if !connectionLost(err) || time.Since(began) > pingPatience || ctx.Err() != nil {
+			if driverName == "pgx" {
+				if c, cerr := pgx.Connect(ctx, dsn); cerr != nil {
+					err = fmt.Errorf("%w (a connection of its own: %w)", err, cerr)
+				} else {
+					err = fmt.Errorf("%w (a connection of its own: ping: %v)", err, c.Ping(ctx))
+					c.Close(context.Background())
+				}
+			}
+			return err
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 }
