@@ -129,12 +129,16 @@ func (r *Report) ProxyOutage() time.Duration {
 		if killError(op, r.Faults.Restarts) || !proxyError(op, r.Faults.ProxyRestarts) {
 			continue
 		}
+		// Against the last restart before the operation ended: with
+		// restarts close together, an earlier one's Up says nothing.
+		var last *ProxyRestart
 		for k := range r.Faults.ProxyRestarts {
-			p := &r.Faults.ProxyRestarts[k]
-			if p.Up.IsZero() || !op.End.After(p.At) || !op.Start.Before(p.Up.Add(killErrorGrace)) {
-				continue
+			if p := &r.Faults.ProxyRestarts[k]; op.End.After(p.At) && (last == nil || p.At.After(last.At)) {
+				last = p
 			}
-			worst = max(worst, op.End.Sub(p.Up))
+		}
+		if last != nil && !last.Up.IsZero() {
+			worst = max(worst, op.End.Sub(last.Up))
 		}
 	}
 	return worst
