@@ -209,9 +209,9 @@ func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
 	return l, err
 }
 
-// leasePrimary borrows a connection to the primary, or says why there is
-// none.
-func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
+// tryLeasePrimary borrows a connection to the primary, or says why there
+// is none.
+func (c *Connector) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
 	pv := t.primaryNode()
 	if pv == nil {
 		return lease{}, t.writeErr
