@@ -56,6 +56,15 @@ type Faults struct {
 	// downtime). Default 5s; it must exceed MaxDowntime.
 	KillApplyDelay time.Duration
 
+	// SyncStandby makes the first replica the primary's synchronous
+	// standby and has every workload connection commit with
+	// synchronous_commit = remote_apply: a commit then waits while that
+	// replica's replay is paused or delayed, and the other replicas show it
+	// before the primary does (visibility order on the primary is not WAL
+	// order; see syncstandby.go). Not with KillRestart: every commit would
+	// wait out the kill's apply delay.
+	SyncStandby bool
+
 	// RestartProxies turns on the proxy-restart fault when the run's
 	// Cluster is a Deployment with proxies: every ProxyRestartEvery each
 	// of its PgBouncer and HAProxy processes is stopped and started again
@@ -100,6 +109,9 @@ func (f *Faults) validate() error {
 	if f.MaxApplyDelay < 0 || f.MinPause < 0 || f.MaxPause < f.MinPause || f.Hold < 0 ||
 		f.KillEvery < 0 || f.MaxDowntime < 0 || f.KillApplyDelay <= f.MaxDowntime || f.ProxyRestartEvery < 0 {
 		return fmt.Errorf("%w: faults %+v", errBadOptions, *f)
+	}
+	if f.SyncStandby && f.KillRestart {
+		return fmt.Errorf("%w: SyncStandby with KillRestart", errBadOptions)
 	}
 	return nil
 }

@@ -99,7 +99,7 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 		// (which would refuse reads with ErrFallbackLimit, by design).
 		dsn := withParams(cl.DSN(), append([]string{"application_name", "pgreplica_checker", "pgreplica_driver", o.Driver,
 			"pgreplica_max_primary_fallbacks", strconv.Itoa(o.Sessions), "pgreplica_max_conns_per_host", strconv.Itoa(2 * o.Sessions)},
-			driverParams(cl, o.Driver)...)...)
+			append(driverParams(cl, o.Driver), syncParams(o)...)...)...)
 		if t == TargetPgx {
 			r.pgx, err = openPgx(ctx, dsn)
 			return r, err
@@ -113,7 +113,7 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 	}
 	// In a Deployment, through the same proxies as pgreplica.
 	writer, readers := naiveDSNs(cl)
-	params := append([]string{"application_name", "naive_checker"}, driverParams(cl, "pgx")...)
+	params := append(append([]string{"application_name", "naive_checker"}, driverParams(cl, "pgx")...), syncParams(o)...)
 	if r.writer, err = open("pgx", withParams(writer, params...)); err != nil {
 		return r, err
 	}

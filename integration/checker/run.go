@@ -33,6 +33,14 @@ func Run(ctx context.Context, cl Cluster, o Options) (rep *Report, err error) {
 	if err := createTable(ctx, cl, o.Table, o.Sessions, o.Keys); err != nil {
 		return nil, err
 	}
+	if o.Faults.SyncStandby {
+		if err := setSyncStandby(ctx, cl, true); err != nil {
+			return nil, err
+		}
+		defer func() {
+			err = errors.Join(err, detached(ctx, func(ctx context.Context) error { return setSyncStandby(ctx, cl, false) }))
+		}()
+	}
 	defer func() {
 		err = errors.Join(err, detached(ctx, func(ctx context.Context) error { return dropTable(ctx, cl, o.Table) }))
 	}()

@@ -19,6 +19,7 @@ const ShapesEnv = "PGREPLICA_SHAPES"
 var (
 	shapesFlag  = flag.String("checker.shapes", "", `run TestShapes through these deployment shapes ("all", or a comma-separated list); default $`+ShapesEnv)
 	targetsFlag = flag.String("checker.targets", "", "TestShapes: comma-separated targets (pgreplica-session, pgreplica-process, pgreplicapgx-session, pgreplica-session/pq, naive); default all")
+	proxyEvery  = flag.Duration("checker.proxy-restart", 0, "TestShapes: time between proxy restarts (default 20s; CI's short runs use less)")
 )
 
 // shapeRun is each run's duration in TestShapes unless -checker.duration
@@ -31,8 +32,9 @@ const shapeRun = 25 * time.Second
 // an HAProxy reader endpoint, and PgBouncer in front of that endpoint,
 // with the checker's faults, replicas killed and restarted, and the
 // proxies restarted every 20 s; it prints a table of the violations. It is
-// off unless PGREPLICA_SHAPES or -checker.shapes names the shapes:
-// pgreplica does not yet keep its guarantees behind an endpoint. Each
+// off unless PGREPLICA_SHAPES or -checker.shapes names the shapes (it
+// needs PgBouncer and HAProxy, and minutes): CI turns it on with short
+// runs (.ci/run). Each
 // pgreplica run must show no violation and no failed operation (beyond
 // those tolerated around a kill or a proxy restart); the naive router
 // must show read-your-writes violations.
@@ -85,6 +87,7 @@ func TestShapes(t *testing.T) {
 		runs[i].Duration = d
 		runs[i].Faults.KillRestart = true
 		runs[i].Faults.RestartProxies = true
+		runs[i].Faults.ProxyRestartEvery = *proxyEvery
 		runs[i].Logf = t.Logf
 	}
 	results := RunMatrix(t.Context(), cluster, shapes, runs, func(m MatrixRun) {
