@@ -98,6 +98,10 @@ type node struct {
 	// suspect is set by the hot path when a query failed on a connection
 	// error; the node gets no reads until the monitor probes it again.
 	suspect atomic.Bool
+	// perConn is set once reads here must be proven per connection: the
+	// address is an endpoint or a pooler answers for it (server.go). In
+	// the same line as replay: every replica borrow reads it.
+	perConn atomic.Bool
 	// inflight counts statements running on this node (latency policy).
 	inflight atomic.Int64
 	// rtt is the EWMA of probe round trips, in nanoseconds (monitor).
@@ -317,7 +321,7 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	}
 	if pid, err := intValue(vals[13]); err == nil && fresh {
 		if wire := newWire(n.probeConn).backendPID(); wire != 0 && wire != uint32(pid) {
-			n.pooled.Store(true) // a pooler answered: see server.go
+			n.setPooled() // a pooler answered: see server.go
 		}
 	}
 	st.server = n.noteServer(id)

@@ -192,7 +192,7 @@ func (n *node) learnServer(ctx context.Context, p *physical) error {
 		return err
 	}
 	if wire := p.wire.backendPID(); wire != 0 && wire != uint32(pid) {
-		n.pooled.Store(true)
+		n.setPooled()
 	}
 	p.srv = n.noteServer(id)
 	return nil
@@ -223,6 +223,7 @@ func (n *node) noteServer(id serverID) *server {
 	srv, restarted, several := n.servers.learn(id)
 	if several && !n.endpoint.Load() {
 		n.endpoint.Store(true)
+		n.perConn.Store(true)
 	}
 	if restarted || several || n.pooled.Load() {
 		n.replay.Store(uint64(n.knownForAll()))
@@ -266,7 +267,16 @@ func (n *node) observeOn(srv *server, l LSN) {
 
 // perConnection reports whether reads on n must be proven on the
 // connection that runs them: an endpoint or a pooler.
-func (n *node) perConnection() bool { return n.endpoint.Load() || n.pooled.Load() }
+func (n *node) perConnection() bool { return n.perConn.Load() }
+
+// setPooled records that a pooler answers for n.
+func (n *node) setPooled() {
+	if !n.pooled.Load() {
+		n.pooled.Store(true)
+		n.perConn.Store(true)
+		n.replay.Store(0)
+	}
+}
 
 // knownReplay is what connection p's server is known to have replayed.
 func (p *physical) knownReplay() LSN {

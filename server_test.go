@@ -1,6 +1,9 @@
 package pgreplica
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestServersBehindANode: facts about a server belong to the server a
 // connection reached. One server keeps them on its node, as before; a
@@ -58,7 +61,7 @@ func TestServersBehindANode(t *testing.T) {
 		t.Fatalf("%d servers listed, want 2", got)
 	}
 
-	n.pooled.Store(true)
+	n.setPooled()
 	n.observeOn(s3, 0x800)
 	if n.noteServer(b); n.replay.Load() != 0 || (&physical{node: n, srv: s3}).knownReplay() != 0 {
 		t.Fatal("behind a pooler a position is trusted for a connection")
@@ -86,8 +89,21 @@ func TestAffinityNeedsTheSameServer(t *testing.T) {
 			t.Errorf("%s: affine %v, want %v", c.name, got, c.want)
 		}
 	}
-	n.pooled.Store(true)
+	n.setPooled()
 	if (&physical{node: n, srv: s1, created: 10}).affine(pl) {
 		t.Error("affinity behind a pooler")
+	}
+}
+
+// TestNodeHotLine: what every replica borrow reads of its node (the known
+// replay position, suspicion, whether reads are proven per connection)
+// shares the node's first cache line.
+func TestNodeHotLine(t *testing.T) {
+	var n node
+	for name, off := range map[string]uintptr{"replay": unsafe.Offsetof(n.replay), "suspect": unsafe.Offsetof(n.suspect),
+		"perConn": unsafe.Offsetof(n.perConn), "inflight": unsafe.Offsetof(n.inflight)} {
+		if off >= 64 {
+			t.Errorf("node.%s at offset %d, past the first cache line", name, off)
+		}
 	}
 }
