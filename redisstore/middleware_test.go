@@ -36,6 +36,12 @@ func instance(t *testing.T, store pgreplicahttp.TokenStore, table string) *httpt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	// The instance starts now, as a deployed one does: it reads nothing
+	// older than the database was then (pgreplica's start position), so
+	// what others write later is theirs to wait for, not its.
+	if err := db.Ping(); err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /items", func(w http.ResponseWriter, r *http.Request) {
 		var id int

@@ -89,6 +89,10 @@ type nodeReport struct {
 	SyncState    string   `json:"sync_state"`
 	Conflicts    *int64   `json:"conflicts"`
 	Reads        bool     `json:"reads"`
+	Endpoint     bool     `json:"endpoint"`
+	Servers      []struct {
+		Addr string `json:"addr"`
+	} `json:"servers"`
 }
 
 // columns splits a rendered status table into cells keyed by header.
