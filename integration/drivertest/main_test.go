@@ -35,7 +35,14 @@ func open(t *testing.T, inner string, params ...string) *sql.DB {
 // openOn returns a pgreplica *sql.DB on c, closed with t.
 func openOn(t *testing.T, c *integration.Cluster, params ...string) *sql.DB {
 	t.Helper()
-	dsn := c.DSN() + "&application_name=" + appName(t)
+	return openDSN(t, c.DSN(), params...)
+}
+
+// openDSN returns a pgreplica *sql.DB on dsn with params and the test's
+// application_name, closed with t.
+func openDSN(t *testing.T, dsn string, params ...string) *sql.DB {
+	t.Helper()
+	dsn += "&application_name=" + appName(t)
 	for _, p := range params {
 		dsn += "&" + p
 	}

@@ -18,18 +18,7 @@ import (
 // openShape opens pgreplica on a DSN of the given addresses.
 func openShape(t *testing.T, inner string, addrs []string, params ...string) (*sql.DB, *pgreplica.Connector) {
 	t.Helper()
-	dsn := integration.HostsDSN(addrs...) + "&application_name=" + appName(t) + "&pgreplica_driver=" + inner
-	for _, p := range params {
-		dsn += "&" + p
-	}
-	db, err := sql.Open("pgreplica", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.Ping(); err != nil {
-		t.Fatal(err)
-	}
+	db := openDSN(t, integration.HostsDSN(addrs...), append([]string{"pgreplica_driver=" + inner}, params...)...)
 	c, err := pgreplica.ConnectorOf(ctxFor(t), db)
 	if err != nil {
 		t.Fatal(err)
