@@ -126,6 +126,14 @@ func (mc *mockCluster) processLSN() LSN {
 	return LSN(mc.c.marksFor(mc.sysid).all.Load())
 }
 
+// expectReplayChecks lets node's replica answer lsn to the replay checks
+// of a read that waits for it (up to 20 of them).
+func (mc *mockCluster) expectReplayChecks(node int, lsn string) {
+	for range 20 {
+		mc.mocks[node].ExpectQuery(replaySQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow(lsn))
+	}
+}
+
 func (mc *mockCluster) expectLSNCapture(node int, lsn string) {
 	mc.mocks[node].ExpectQuery(flushLSNSQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow(lsn))
 }
@@ -288,9 +296,7 @@ func TestRouteProcessReadYourWrites(t *testing.T) {
 	// The replica is known at 0/100 < 0/900: the read checks it on the
 	// connection that would run the query, waits, then falls back.
 	mc.mocks[1].MatchExpectationsInOrder(false)
-	for range 20 {
-		mc.mocks[1].ExpectQuery(replaySQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow("0/100"))
-	}
+	mc.expectReplayChecks(1, "0/100")
 	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
 	var x int
 	if err := mc.db.QueryRow("SELECT x FROM t").Scan(&x); err != nil {
@@ -377,9 +383,7 @@ func TestRouteReplicaOnlyFails(t *testing.T) {
 	}
 	mc.settle()
 	mc.mocks[1].MatchExpectationsInOrder(false)
-	for range 20 {
-		mc.mocks[1].ExpectQuery(replaySQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow("0/100"))
-	}
+	mc.expectReplayChecks(1, "0/100")
 	mc.mocks[1] = &lenientMock{mc.mocks[1]}
 	ctx := WithFallback(context.Background(), FallbackError)
 	var x int
@@ -422,9 +426,7 @@ func TestRouteProcessStartsAtThePrimary(t *testing.T) {
 		t.Fatalf("process watermark at start %s, want the primary's 0/900", got)
 	}
 	mc.mocks[1].MatchExpectationsInOrder(false)
-	for range 20 {
-		mc.mocks[1].ExpectQuery(replaySQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow("0/100"))
-	}
+	mc.expectReplayChecks(1, "0/100")
 	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
 	var x int
 	if err := mc.db.QueryRow("SELECT x FROM t").Scan(&x); err != nil {

@@ -143,18 +143,7 @@ func (c *Cluster) ReaderEndpoint(t testing.TB, nodes ...int) *HAProxy {
 // PGREPLICA_INTEGRATION=require.
 func NewHAProxy(t testing.TB, opts HAProxyOptions) *HAProxy {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), proxyStartTimeout)
-	defer cancel()
-	h, err := StartHAProxy(ctx, opts)
-	if err != nil {
-		needProgram(t, err, ErrNoHAProxy)
-	}
-	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return h
+	return startForTest(t, func(ctx context.Context) (*HAProxy, error) { return StartHAProxy(ctx, opts) }, ErrNoHAProxy)
 }
 
 // Addr returns the endpoint's host:port.

@@ -168,18 +168,7 @@ func (c *Cluster) PgBouncer(t testing.TB, i int, mode PoolMode) *PgBouncer {
 // program it skips t, or fails it when PGREPLICA_INTEGRATION=require.
 func NewPgBouncer(t testing.TB, opts PgBouncerOptions) *PgBouncer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), proxyStartTimeout)
-	defer cancel()
-	b, err := StartPgBouncer(ctx, opts)
-	if err != nil {
-		needProgram(t, err, ErrNoPgBouncer)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return b
+	return startForTest(t, func(ctx context.Context) (*PgBouncer, error) { return StartPgBouncer(ctx, opts) }, ErrNoPgBouncer)
 }
 
 // needProgram ends t after a failed start of a proxy program: a skip when

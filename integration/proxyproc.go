@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -357,4 +358,22 @@ func currentAccount() (account, error) {
 		name = u.Username
 	}
 	return account{name: name, uid: os.Geteuid(), gid: os.Getegid()}, nil
+}
+
+// startForTest starts a proxy for t and closes it when t ends; a missing
+// program (missing) skips t, or fails it under PGREPLICA_INTEGRATION=require.
+func startForTest[P interface{ Close() error }](t testing.TB, start func(context.Context) (P, error), missing error) P {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), proxyStartTimeout)
+	defer cancel()
+	p, err := start(ctx)
+	if err != nil {
+		needProgram(t, err, missing)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
 }
