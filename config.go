@@ -98,6 +98,11 @@ type Config struct {
 	// MaxPrimaryFallbacks bounds concurrent reads that fell back to the
 	// primary; default 0 means MaxConnsPerHost/2 (at least 1).
 	MaxPrimaryFallbacks int
+	// FallbackWait bounds how long a read that falls back waits, in order
+	// of arrival, for one of the MaxPrimaryFallbacks slots before it fails
+	// with ErrFallbackLimit; default 5s. It never extends past the
+	// context's deadline.
+	FallbackWait time.Duration
 
 	// TokenKey, when set, makes Session tokens HMAC-SHA256 signed and
 	// requires a valid signature on every parsed token.
@@ -134,6 +139,7 @@ const (
 	defaultConnectTimeout   = 5 * time.Second
 	defaultMonitorInterval  = 250 * time.Millisecond
 	defaultWaitBudget       = 150 * time.Millisecond
+	defaultFallbackWait     = 5 * time.Second
 	defaultProbeTimeout     = time.Second
 	defaultHedgeDelay       = 50 * time.Millisecond
 	defaultMaxHedgePercent  = 5

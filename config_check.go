@@ -30,6 +30,7 @@ func (c Config) withDefaults() Config {
 	c.HedgeDelay = cmp.Or(c.HedgeDelay, defaultHedgeDelay)
 	c.MaxHedgePercent = cmp.Or(c.MaxHedgePercent, defaultMaxHedgePercent)
 	c.WaitBudget = cmp.Or(c.WaitBudget, defaultWaitBudget)
+	c.FallbackWait = cmp.Or(c.FallbackWait, defaultFallbackWait)
 	c.Fallback = cmp.Or(c.Fallback, FallbackPrimary)
 	c.MaxPrimaryFallbacks = cmp.Or(c.MaxPrimaryFallbacks, max(1, c.MaxConnsPerHost/2))
 	// DefaultConsistency (ConsistencyProcess) and Policy (PolicyRoundRobin)
@@ -90,6 +91,7 @@ func (c Config) validate() error {
 		{"MonitorInterval", c.MonitorInterval},
 		{"ProbeTimeout", c.ProbeTimeout},
 		{"WaitBudget", c.WaitBudget},
+		{"FallbackWait", c.FallbackWait},
 		{"TokenTTL", c.TokenTTL},
 		{"MaxLag", c.MaxLag},
 		// HealthCheckAfter and HedgeDelay may be negative: that disables

@@ -23,6 +23,7 @@ func TestWithDefaults(t *testing.T) {
 			HedgeDelay:          50 * time.Millisecond,
 			MaxHedgePercent:     5,
 			WaitBudget:          150 * time.Millisecond,
+			FallbackWait:        5 * time.Second,
 			Fallback:            FallbackPrimary,
 			MaxPrimaryFallbacks: 5,
 		}

@@ -26,8 +26,9 @@ type Connector struct {
 	// (watermark.go).
 	mark atomic.Pointer[watermark]
 	// refused remembers statements a replica refused with SQLSTATE
-	// 25006, so they go straight to the primary next time.
-	refused refusedStatements
+	// 25006, so they go straight to the primary next time; conflicting
+	// those that kept conflicting with replay, for a while (retry.go).
+	refused, conflicting statementSet
 	// hedges bounds hedged reads (hedge.go); hedgeWatch sends them.
 	hedges     *hedgeBudget
 	hedgeWatch *hedgeWatch
@@ -94,6 +95,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	}
 	c := &Connector{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger}
 	c.refused.init(1024)
+	c.conflicting.init(1024)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

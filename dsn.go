@@ -70,6 +70,7 @@ import (
 //	pgreplica_wait_budget            longest wait for a fresh replica, > 0 (default 150ms)
 //	pgreplica_read_after_write       a read that needs a write too recent for any replica: primary (default) or replica
 //	pgreplica_fallback               when no replica qualifies: primary (default), error, or stale (untokened reads only)
+//	pgreplica_fallback_wait          longest wait for a fallback slot on the primary, > 0 (default 5s)
 //	pgreplica_stale_fallback_lag     lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)
 //	pgreplica_max_primary_fallbacks  concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))
 //	pgreplica_policy                 replica choice: round_robin (default), random, least_lag or latency
@@ -736,6 +737,7 @@ var dsnOptions = []dsnOption{
 	{"pgreplica_wait_budget", "longest wait for a fresh replica, > 0 (default 150ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.WaitBudget, durPositive} }},
 	{"pgreplica_read_after_write", "a read that needs a write too recent for any replica: primary (default) or replica", func(c *Config) dsnOptValue { return dsnEnum(&c.ReadAfterWrite, readAfterWriteNames) }},
 	{"pgreplica_fallback", "when no replica qualifies: primary (default), error, or stale (untokened reads only)", func(c *Config) dsnOptValue { return dsnEnum(&c.Fallback, fallbackNames) }},
+	{"pgreplica_fallback_wait", "longest wait for a fallback slot on the primary, > 0 (default 5s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.FallbackWait, durPositive} }},
 	{"pgreplica_stale_fallback_lag", "lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.StaleFallbackLag, durNonNegative} }},
 	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxPrimaryFallbacks} }},
 	{"pgreplica_policy", "replica choice: round_robin (default), random, least_lag or latency", func(c *Config) dsnOptValue { return dsnEnum(&c.Policy, policyNames) }},

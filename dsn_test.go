@@ -152,6 +152,7 @@ var dsnCases = []dsnCase{
 	{name: "opt default process", dsn: "host=h pgreplica_default=eventual pgreplica_default=process", check: dsnField(func(c Config) Consistency { return c.DefaultConsistency }, ConsistencyProcess)},
 	{name: "opt default primary", dsn: "host=h pgreplica_default=primary", check: dsnField(func(c Config) Consistency { return c.DefaultConsistency }, ConsistencyPrimary)},
 	{name: "opt wait_budget", dsn: "postgres://h/db?pgreplica_wait_budget=150ms", check: dsnField(func(c Config) time.Duration { return c.WaitBudget }, 150*time.Millisecond)},
+	{name: "opt fallback_wait", dsn: "postgres://h/db?pgreplica_fallback_wait=2s", check: dsnField(func(c Config) time.Duration { return c.FallbackWait }, 2*time.Second)},
 	{name: "opt read after write replica", dsn: "host=h pgreplica_read_after_write=replica", check: dsnField(func(c Config) ReadAfterWrite { return c.ReadAfterWrite }, ReadAfterWriteReplica)},
 	{name: "opt fallback primary", dsn: "host=h pgreplica_fallback=primary", check: dsnField(func(c Config) Fallback { return c.Fallback }, FallbackPrimary)},
 	{name: "opt max_primary_fallbacks zero", dsn: "host=h pgreplica_max_primary_fallbacks=0", check: dsnField(func(c Config) int { return c.MaxPrimaryFallbacks }, 0)},
@@ -182,6 +183,7 @@ var dsnCases = []dsnCase{
 	{name: "bad max_hedge_percent", dsn: "host=h pgreplica_max_hedge_percent=101", err: ErrBadDSN, errHas: []string{"pgreplica_max_hedge_percent", `"101"`, "<= 100"}},
 	{name: "bad default", dsn: "host=h pgreplica_default=strong", err: ErrBadDSN, errHas: []string{"pgreplica_default", `"strong"`, "process, eventual, primary"}},
 	{name: "bad wait_budget zero", dsn: "postgres://u:s3cr3t@h/db?pgreplica_wait_budget=0", err: ErrBadDSN, errHas: []string{"pgreplica_wait_budget", `"0"`}},
+	{name: "bad fallback_wait zero", dsn: "postgres://h/db?pgreplica_fallback_wait=0", err: ErrBadDSN, errHas: []string{"pgreplica_fallback_wait", `"0"`}},
 	{name: "bad read after write", dsn: "host=h pgreplica_read_after_write=later", err: ErrBadDSN, errHas: []string{"pgreplica_read_after_write", "primary, replica"}},
 	{name: "bad fallback", dsn: "host=h pgreplica_fallback=replica", err: ErrBadDSN, errHas: []string{"pgreplica_fallback", "primary, error"}},
 	{name: "bad max_primary_fallbacks negative", dsn: "host=h pgreplica_max_primary_fallbacks=-1", err: ErrBadDSN, errHas: []string{"pgreplica_max_primary_fallbacks", `"-1"`, ">= 0"}},
@@ -609,7 +611,7 @@ func checkParsedDSN(t *testing.T, c Config) {
 		one.Hosts = []Host{{Addr: h.Addr, Port: h.Port}}
 		one.Driver, one.MaxConnsPerHost, one.ConnMaxIdleTime, one.ConnMaxLifetime = "", 0, 0, 0
 		one.HealthCheckAfter, one.ConnectTimeout, one.MonitorInterval, one.DefaultConsistency = 0, 0, 0, 0
-		one.WaitBudget, one.Fallback, one.MaxPrimaryFallbacks, one.Policy, one.Zone = 0, 0, 0, 0, ""
+		one.WaitBudget, one.FallbackWait, one.Fallback, one.MaxPrimaryFallbacks, one.Policy, one.Zone = 0, 0, 0, 0, 0, ""
 		one.ReadAfterWrite, one.ProbeTimeout, one.HedgeDelay, one.MaxHedgePercent = 0, 0, 0, 0
 		one.MaxLagBytes, one.MaxLag, one.ExcludeSyncStandby, one.StaleFallbackLag = 0, 0, false, 0
 		back, err := ParseDSN(c.hostDSN(h))

@@ -163,38 +163,11 @@ type hedgeSlot struct {
 	done    chan hedgeResult // the hedge's outcome when the caller waits (cap 1)
 
 	// The read, copied when armed (launch runs on a goroutine of its own).
-	delay  time.Duration
-	c      *Connector
-	ctx    context.Context
-	target hedgeTarget
-	work   hedgeWork
-}
-
-// hedgeTarget is what a hedge needs of its read's plan to choose its
-// replica (hedgeSlot.pick): a few of the plan's fields, copied when a
-// read is armed, where the whole plan would be several cache lines.
-type hedgeTarget struct {
-	topo        *topology
-	need        LSN // with the bound on a session's last read, if any
-	maxLag      time.Duration
-	maxLagBytes uint64
-	tried       nodeSet
-	zone        string
-	// none: no replica may serve the hedge (a session read served by its
-	// last replica with no known bound on that read).
-	none bool
-}
-
-// hedgeTargetOf is pl's hedgeTarget. After a read served by the session's
-// last replica without a bound (affinity), the hedge must also have what
-// that read saw.
-func hedgeTargetOf(pl *plan) hedgeTarget {
-	t := hedgeTarget{topo: pl.topo, need: pl.need, maxLag: pl.maxLag, maxLagBytes: pl.maxLagBytes, tried: pl.tried, zone: pl.zone}
-	if pl.prefer != nil {
-		t.need = max(t.need, pl.lastReadBound)
-		t.none = !pl.lastReadBoundKnown
-	}
-	return t
+	delay time.Duration
+	c     *Connector
+	ctx   context.Context
+	plan  plan
+	work  hedgeWork
 }
 
 // hedgeable reports whether a read on l may be hedged.
@@ -228,7 +201,7 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedg
 	// are the read's own.
 	s.state, s.waiting, s.second = hedgeArmed, false, nil
 	s.delay = first.p.node.answers.hedgeDelay(c.settings.hedgeDelay)
-	s.c, s.ctx, s.target, s.work = c, ctx, hedgeTargetOf(pl), w
+	s.c, s.ctx, s.plan, s.work = c, ctx, *pl, w
 	due := int64(first.start) + int64(s.delay)
 	s.due.Store(due)
 	s.watch.armed()
@@ -285,7 +258,7 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedg
 
 // forget drops the read's references (called with mu held).
 func (s *hedgeSlot) forget() {
-	s.c, s.ctx, s.target, s.work = nil, nil, hedgeTarget{}, hedgeWork{}
+	s.c, s.ctx, s.plan, s.work = nil, nil, plan{}, hedgeWork{}
 }
 
 // launch sends the hedge, on a goroutine of its own, once the watch took
@@ -375,26 +348,22 @@ func (s *hedgeSlot) end(r hedgeResult) {
 	s.busy.Store(false)
 }
 
-// pick chooses the replica a hedge goes to: one the read's plan accepts
-// (s.target), other than the first attempt's, proven fresh by its cached
-// replay position (a hedge does not wait); nil when there is none. Called
-// with mu held.
+// pick chooses the replica a hedge goes to: one the read's own plan
+// accepts (every filter of the selector), other than the first attempt's,
+// proven fresh by its cached replay position, as a hedge neither waits nor
+// checks; nil when there is none. Called with mu held.
 func (s *hedgeSlot) pick() *node {
-	t := &s.target
-	if t.none {
-		return nil
-	}
-	pl := plan{topo: t.topo, read: true, need: t.need, maxLag: t.maxLag, maxLagBytes: t.maxLagBytes, tried: t.tried, zone: t.zone}
-	pl.tried.add(s.first.node.idx)
-	if t.need > 0 {
-		// A hedge does not wait, nor check: an endpoint's or a pooler's
-		// connection may reach a server not known to be fresh.
-		for i := range pl.topo.nodes {
-			if pl.topo.nodes[i].n.perConnection() {
-				pl.tried.add(i)
-			}
+	pl := &s.plan
+	if pl.prefer != nil {
+		// Served by the session's last replica without a bound on that
+		// read (affinity): the hedge must have what that read saw.
+		if !pl.lastReadBoundKnown {
+			return nil
 		}
+		pl.need = max(pl.need, pl.lastReadBound)
 	}
+	pl.tried.add(s.first.node.idx)
+	pl.unchecked = true
 	set := pl.replicas(true)
 	if set == 0 && pl.zone != "" {
 		pl.zone = "" // the first attempt may hold the only replica in zone

@@ -121,7 +121,7 @@ func TestHedgeTarget(t *testing.T) {
 	top := snapshot(false,
 		spec{role: rolePrimary},
 		spec{role: roleReplica, replay: 1000, zone: "a"},
-		spec{role: roleReplica, replay: 500, zone: "b"},
+		spec{role: roleReplica, replay: 500, zone: "b", lagBytes: 1000},
 		spec{role: roleReplica, replay: 950, zone: "b"},
 	)
 	// The first candidate, so that a wrong candidate set shows.
@@ -129,21 +129,34 @@ func TestHedgeTarget(t *testing.T) {
 	first := &physical{node: top.nodes[1].n}
 	target := func(pl plan) *node {
 		pl.topo, pl.read = top, true
-		s := &hedgeSlot{first: first, c: c, target: hedgeTargetOf(&pl)}
+		s := &hedgeSlot{first: first, c: c, plan: pl}
 		return s.pick()
 	}
 	for _, tc := range []struct {
 		name string
 		pl   plan
 		want int // -1: no hedge
+		// perConn: this node is an endpoint (its connections may reach
+		// several servers).
+		perConn int
 	}{
-		{"any replica but the first", plan{need: 900}, 3},
-		{"the first held the only one in zone", plan{need: 900, zone: "a"}, 3},
-		{"none has the position", plan{need: 990}, -1},
-		{"affinity with a known bound on the last read", plan{need: 400, prefer: top.nodes[1].n, lastReadBound: 900, lastReadBoundKnown: true}, 3},
-		{"affinity with no known bound", plan{need: 400, prefer: top.nodes[1].n}, -1},
+		{"any replica but the first", plan{need: 900}, 3, 0},
+		{"the first held the only one in zone", plan{need: 900, zone: "a"}, 3, 0},
+		{"none has the position", plan{need: 990}, -1, 0},
+		{"affinity with a known bound on the last read", plan{need: 400, prefer: top.nodes[1].n, lastReadBound: 900, lastReadBoundKnown: true}, 3, 0},
+		{"affinity with no known bound", plan{need: 400, prefer: top.nodes[1].n}, -1, 0},
+		// Every filter of the plan applies, not a copy of some of them.
+		{"the plan's lag bound", plan{maxLagBytes: 100}, 3, 0},
+		{"an endpoint, for a position", plan{need: 900}, -1, 3},
+		{"an endpoint, for no position", plan{}, 2, 2},
 	} {
+		if tc.perConn > 0 {
+			top.nodes[tc.perConn].n.perConn.Store(true)
+		}
 		got := target(tc.pl)
+		if tc.perConn > 0 {
+			top.nodes[tc.perConn].n.perConn.Store(false)
+		}
 		switch {
 		case tc.want < 0 && got != nil:
 			t.Errorf("%s: hedge to %s, want none", tc.name, got.name)

@@ -24,12 +24,15 @@ type metrics struct {
 	staleReads, recentWriteReads       atomic.Int64
 	hedges, hedgeWins, hedgesDenied    atomic.Int64
 	visibilityWaits                    atomic.Int64
+	fallbackConflict, conflictsAvoided atomic.Int64
+	fallbackPeak                       atomic.Int64
 }
 
 // Reasons a read could not be served by a replica.
 const (
 	ReasonTimeout   = "timeout"    // no replica replayed the position within the wait budget
 	ReasonNoReplica = "no_replica" // no healthy replica within the lag bounds
+	ReasonConflict  = "conflict"   // replay conflicts cancelled it on the replicas, or its statement kept conflicting lately
 )
 
 // Stats is a snapshot of the connector's counters since it was created.
@@ -38,8 +41,8 @@ type Stats struct {
 	// or the requirement said so, or the primary as a fallback.
 	ReplicaReads, PrimaryReads, FallbackReads int64
 	// Fallbacks counts reads that fell back to the primary, by reason
-	// (ReasonTimeout, ReasonNoReplica); FailedReads those that returned
-	// ErrNoFreshReplica instead (FallbackError).
+	// (ReasonTimeout, ReasonNoReplica, ReasonConflict); FailedReads those
+	// that returned ErrNoFreshReplica instead (FallbackError).
 	Fallbacks, FailedReads map[string]int64
 	// RecentWriteReads counts reads sent to the primary because they
 	// needed a write too recent for any replica (ReadAfterWritePrimary).
@@ -47,6 +50,9 @@ type Stats struct {
 	// FallbackRejected counts reads refused with ErrFallbackLimit;
 	// StaleReads those FallbackStale served beyond the lag bounds.
 	FallbackRejected, StaleReads int64
+	// FallbackPeak is the most reads that were on the primary as
+	// fallbacks at once: never above Config.MaxPrimaryFallbacks.
+	FallbackPeak int64
 	// TokenedReads are reads with a position requirement (session, token,
 	// process watermark); TokenedFallbackRatio is the share of them that
 	// fell back or failed: the earliest warning of replica degradation.
@@ -61,6 +67,10 @@ type Stats struct {
 	// replay conflict, refused as a write (SQLSTATE 25006), or a lost
 	// connection.
 	ConflictRetries, ReadOnlyRetries, ConnLostRetries int64
+	// ConflictsAvoided counts reads sent straight to the primary (as
+	// fallbacks, Fallbacks[ReasonConflict]) because their statement kept
+	// conflicting with replay on the replicas within the last minute.
+	ConflictsAvoided int64
 	// Hedges counts reads also sent to a second replica because the first
 	// had not answered within the hedge delay; HedgeWins those the second
 	// answered first; HedgesDenied hedges the budget (MaxHedgePercent)
@@ -98,13 +108,16 @@ type Bucket struct {
 func (c *Connector) Stats() Stats {
 	m := &c.metrics
 	s := Stats{
-		ReplicaReads:           m.replicaReads.Load(),
-		PrimaryReads:           m.primaryReads.Load(),
-		FallbackReads:          m.fallbackReads.Load(),
-		Fallbacks:              map[string]int64{ReasonTimeout: m.fallbackTimeout.Load(), ReasonNoReplica: m.fallbackNoReplica.Load()},
+		ReplicaReads:  m.replicaReads.Load(),
+		PrimaryReads:  m.primaryReads.Load(),
+		FallbackReads: m.fallbackReads.Load(),
+		Fallbacks: map[string]int64{ReasonTimeout: m.fallbackTimeout.Load(), ReasonNoReplica: m.fallbackNoReplica.Load(),
+			ReasonConflict: m.fallbackConflict.Load()},
 		FailedReads:            map[string]int64{ReasonTimeout: m.failedTimeout.Load(), ReasonNoReplica: m.failedNoReplica.Load()},
 		TokenedReads:           m.tokenedReads.Load(),
 		FallbackRejected:       m.fallbackRejected.Load(),
+		FallbackPeak:           m.fallbackPeak.Load(),
+		ConflictsAvoided:       m.conflictsAvoided.Load(),
 		StaleReads:             m.staleReads.Load(),
 		RecentWriteReads:       m.recentWriteReads.Load(),
 		TokenedFallbacks:       m.tokenedFallbacks.Load(),
@@ -139,6 +152,8 @@ func (m *metrics) noteFallback(reason string, tokened, failed bool) {
 		m.failedNoReplica.Add(1)
 	case reason == ReasonTimeout:
 		m.fallbackTimeout.Add(1)
+	case reason == ReasonConflict:
+		m.fallbackConflict.Add(1)
 	default:
 		m.fallbackNoReplica.Add(1)
 	}

@@ -113,11 +113,12 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		}
 		return newPgxLease(&pl, l, req.Kind), nil
 	}
+	c.avoidConflicts(&pl, query)
 	// Most reads need no guard: checked here, inlined, to spare them the
 	// call.
 	if pl.unproven() && guardable(req.Kind) {
 		if g := req.Guarded; g != nil {
-			l, ok, err := c.guardedRead(ctx, &pl, cls, g)
+			l, ok, err := c.guardedRead(ctx, &pl, cls, query, g)
 			if err != nil {
 				return pgxroute.Lease{}, err
 			}
@@ -155,16 +156,16 @@ func guardable(k pgxroute.Kind) bool {
 // that is not possible or the replica was behind: the caller then routes
 // as the driver does (wait for a replica, or fall back), having lost no
 // more than that one round trip.
-func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
+func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass, query string,
 	guarded pgxroute.GuardedOp) (l lease, ok bool, err error) {
-	if !pl.unproven() || c.futile(ctx, pl) {
+	if !pl.unproven() || pl.conflicted || c.futile(ctx, pl) {
 		return lease{}, false, nil
 	}
 	l, need, ok := c.leaseUnproven(ctx, pl)
 	if !ok {
 		return lease{}, false, ctx.Err()
 	}
-	p, n := l.p, l.p.node
+	p := l.p
 	p.note(cls)
 	replayed, err := guarded.RunGuarded(pgxConnOf(p), uint64(need))
 	if replayed != 0 {
@@ -185,20 +186,8 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 		return lease{}, false, nil
 	}
 	l.release(notIdle(p, err))
-	switch {
-	case ctx.Err() != nil:
-	case sqlState(err) == stateReadOnlyTx:
-		return lease{}, false, nil // route sends it on as a write (and remembers)
-	case isRecoveryConflict(err) || isConnLost(err):
-		// As route does: this replica is left out, another is tried.
-		if isConnLost(err) {
-			p.node.markSuspect()
-			c.metrics.connLostRetries.Add(1)
-		} else {
-			c.metrics.conflictRetries.Add(1)
-		}
-		pl.tried.add(n.idx)
-		return lease{}, false, nil
+	if c.retry(ctx, pl, &l, err, query) {
+		return lease{}, false, nil // route sends it where retry said
 	}
 	return lease{}, false, err
 }
@@ -213,16 +202,8 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass,
 func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN, ok bool) {
 	need = pl.need
 	if pl.prefer != nil {
-		i := pl.prefer.idx
-		v := &pl.topo.nodes[i]
-		if v.n == pl.prefer && pl.reject(v, false) == rejectNone {
-			res, err := pl.prefer.pool.acquire(ctx)
-			if err == nil && res.Value().affine(pl) {
-				return c.newLease(res, true, false), need, true
-			}
-			if err == nil {
-				pl.prefer.pool.release(res, nil)
-			}
+		if l, ok := c.leaseAffine(ctx, pl, false); ok {
+			return l, need, true
 		}
 		if !pl.lastReadBoundKnown {
 			return lease{}, 0, false

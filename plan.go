@@ -51,6 +51,13 @@ type plan struct {
 	// zone first (see plan.replicas); tried those that failed it.
 	fresh nodeSet
 	tried nodeSet
+	// retried is what its retries spent; conflicted: replay conflicts
+	// sent it to the primary (retry.go).
+	retried    retried
+	conflicted bool
+	// unchecked: the read runs on whatever connection it is given,
+	// without a check of that connection's server (a hedge).
+	unchecked bool
 	// prefer is the replica of the session's last read, which serves the
 	// read without a bound on that read when it can (affinity), on a
 	// connection older than preferSince; otherwise the read needs at
@@ -81,6 +88,15 @@ func (pl *plan) setDeadline(now, ctxDeadline time.Time) {
 	if !ctxDeadline.IsZero() && ctxDeadline.Before(pl.deadline) {
 		pl.deadline = ctxDeadline
 	}
+}
+
+// anew readies the plan for a retry on another replica: the first
+// attempt ran for as long as it took to fail, which the wait for a fresh
+// replica is not to pay for; the retry gets a budget of its own (within
+// the context's deadline), and the replicas fresh now.
+func (pl *plan) anew() {
+	pl.deadline, pl.at = time.Time{}, time.Time{}
+	pl.fresh = pl.replicas(true)
 }
 
 // waited is how long the read has waited (0 when it waited for nothing).

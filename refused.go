@@ -1,50 +1,65 @@
 package pgreplica
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
-// refusedStatements remembers the statements a replica refused as writes
-// (SQLSTATE 25006, "cannot execute … in a read-only transaction") although
-// the classifier took them for reads, so they go straight to the primary
-// next time. A bounded set of statement texts, read lock-free on every
-// query and written rarely (copy on write); when full it starts over: a
-// forgotten statement only costs one more retry.
-type refusedStatements struct {
+// statementSet remembers statements the replicas would not serve, so the
+// next run of each goes to the primary at once: those a replica refused as
+// writes (SQLSTATE 25006, "cannot execute … in a read-only transaction")
+// although the classifier took them for reads, kept for good, and those
+// that kept conflicting with replay (retry.go), kept for conflictMemory.
+// A bounded set of statement texts, read lock-free on every query and
+// written rarely (copy on write); when full it starts over: a forgotten
+// statement only costs one more retry.
+type statementSet struct {
 	// any is set once a statement was added: until then (for most
 	// applications, always) has reads no map.
 	any atomic.Bool
 	max int
-	m   atomic.Pointer[map[string]struct{}]
+	// m maps a statement to when it is forgotten (0: never).
+	m atomic.Pointer[map[string]mono]
 }
+
+// conflictMemory is how long a statement that conflicted with replay on
+// the replicas goes to the primary: about as long as a long report runs
+// while vacuum cleans behind it. Then it is tried on a replica again.
+const conflictMemory = time.Minute
 
 // init readies an empty set of at most max statements.
-func (c *refusedStatements) init(max int) {
-	c.max = max
-	c.m.Store(&map[string]struct{}{})
+func (s *statementSet) init(max int) {
+	s.max = max
+	s.m.Store(&map[string]mono{})
 }
 
-func (c *refusedStatements) has(q string) bool {
-	if !c.any.Load() {
+func (s *statementSet) has(q string) bool {
+	if !s.any.Load() {
 		return false
 	}
-	_, ok := (*c.m.Load())[q]
-	return ok
+	until, ok := (*s.m.Load())[q]
+	return ok && (until == 0 || monoNow() < until)
 }
 
-func (c *refusedStatements) add(q string) {
+// add remembers q until the given time (0: for good).
+func (s *statementSet) add(q string, until mono) {
 	for {
-		old := c.m.Load()
-		if _, ok := (*old)[q]; ok {
+		old := s.m.Load()
+		if u, ok := (*old)[q]; ok && (u == 0 || u >= until && until != 0) {
 			return
 		}
-		next := make(map[string]struct{}, len(*old)+1)
-		if len(*old) < c.max {
-			for k := range *old {
-				next[k] = struct{}{}
+		next := make(map[string]mono, len(*old)+1)
+		if len(*old) < s.max {
+			now := monoNow()
+			for k, u := range *old {
+				if u == 0 || now < u {
+					next[k] = u
+				}
 			}
 		}
-		next[q] = struct{}{}
-		if c.m.CompareAndSwap(old, &next) {
-			c.any.Store(true)
+		next[q] = until
+		if s.m.CompareAndSwap(old, &next) {
+			s.any.Store(true)
 			return
 		}
 	}

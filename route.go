@@ -88,14 +88,11 @@ func runQuery(ctx context.Context, p *physical, query string, args []driver.Name
 
 // route runs st on a connection the plan allows and returns the lease it
 // succeeded on. A read that failed before returning anything is sent
-// again where it can succeed: a replica that refused it as a write
-// (SQLSTATE 25006) sends it to the primary as a write, remembered; a
-// replay conflict or a lost connection on a replica sends it once to
-// another; a lost primary connection sends a read once more. A query
-// outside a transaction whose replica is slow to answer is hedged
-// (hedge.go). A write is never sent twice.
+// again where it can succeed (retry.go). A query outside a transaction
+// whose replica is slow to answer is hedged (hedge.go). A write is never
+// sent twice.
 func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(ctx context.Context, p *physical) error) (lease, error) {
-	retriedReplica, retriedPrimary := false, false
+	c.avoidConflicts(pl, st.query)
 	for {
 		l, err := c.acquire(ctx, pl)
 		if err != nil {
@@ -132,30 +129,7 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 			return l, nil
 		}
 		l.release(err)
-		switch {
-		case l.replica && sqlState(err) == stateReadOnlyTx && st.query != "":
-			// The classifier thought it a read; the replica disagreed.
-			c.refused.add(st.query)
-			c.metrics.readOnlyRetries.Add(1)
-			pl.onPrimary, pl.read, pl.capture = true, false, true
-			continue
-		case l.replica && !retriedReplica && (isRecoveryConflict(err) || isConnLost(err)):
-			retriedReplica = true
-			if isConnLost(err) {
-				l.p.node.markSuspect()
-				c.metrics.connLostRetries.Add(1)
-			} else {
-				c.metrics.conflictRetries.Add(1)
-			}
-			pl.tried.add(l.p.node.idx)
-			continue
-		case !l.replica && pl.read && !retriedPrimary && serverGone(err) && ctx.Err() == nil:
-			// The connection died with its server (the pool drops its
-			// siblings); the topology may know better by now.
-			retriedPrimary = true
-			l.p.node.markSuspect()
-			c.metrics.connLostRetries.Add(1)
-			pl.topo = c.topo.Load()
+		if c.retry(ctx, pl, &l, err, st.query) {
 			continue
 		}
 		if !pl.read {
@@ -170,6 +144,11 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
 	if pl.onPrimary {
 		return c.leasePrimary(ctx, pl.topo, false)
+	}
+	if pl.conflicted {
+		// The replicas replay what cancelled it: the primary serves it.
+		c.metrics.noteFallback(ReasonConflict, pl.tokened(), false)
+		return c.fallBack(ctx, pl, errConflicts)
 	}
 	if pl.pending != 0 {
 		if l, ok, err := c.readAfterWrite(ctx, pl); ok || err != nil {
@@ -197,12 +176,21 @@ func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
 	if pl.fallback == FallbackError {
 		return lease{}, err
 	}
-	c.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", err)
+	return c.fallBack(ctx, pl, err)
+}
+
+// errConflicts is why a read fell back after replay conflicts (logs).
+var errConflicts = errors.New("replay conflicts cancelled the read on the replicas")
+
+// fallBack serves a read on the primary, which no replica could serve
+// (why), within the bound on concurrent fallbacks.
+func (c *Connector) fallBack(ctx context.Context, pl *plan, why error) (lease, error) {
+	c.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", why)
 	c.metrics.fallbackReads.Add(1)
-	if err := c.takeFallbackSlot(ctx, pl.waitDeadline(ctx)); err != nil {
+	if err := c.takeFallbackSlot(ctx); err != nil {
 		return lease{}, err
 	}
-	l, err = c.leasePrimary(ctx, c.topo.Load(), true) // the latest primary
+	l, err := c.leasePrimary(ctx, c.topo.Load(), true) // the latest primary
 	if err != nil {
 		<-c.fallbackSlots
 	}
@@ -245,7 +233,7 @@ func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool
 // connections is left out and the next one tried.
 func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 	if pl.prefer != nil {
-		if l, ok := c.leaseAffine(ctx, pl); ok {
+		if l, ok := c.leaseAffine(ctx, pl, true); ok {
 			return l, nil
 		}
 		if err := c.boundLastRead(ctx, pl); err != nil {
@@ -304,13 +292,17 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 }
 
 // leaseAffine serves a session's read on the replica its last read used
-// (pl.prefer), on a connection older than that read: the server has not
-// restarted since (a restart ends every connection), replay only moves
-// forward, so the read cannot see less than the last one did and no bound
-// on the last read is needed. Reports false when that is not possible.
-func (c *Connector) leaseAffine(ctx context.Context, pl *plan) (lease, bool) {
+// (pl.prefer), on a connection that reaches the server of that read and
+// is older than it (physical.affine): the server has not restarted since,
+// replay only moves forward, so the read cannot see less than the last
+// one did and no bound on the last read is needed. proven asks that the
+// replica also be known to have pl.need (pl.fresh); otherwise the read
+// checks it in its own flight (guardedRead). Reports false when that is
+// not possible.
+func (c *Connector) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease, bool) {
 	i := pl.prefer.idx
-	if !pl.fresh.has(i) || pl.tried.has(i) || pl.topo.nodes[i].n != pl.prefer {
+	v := &pl.topo.nodes[i]
+	if v.n != pl.prefer || proven && (!pl.fresh.has(i) || pl.tried.has(i)) || !proven && pl.reject(v, false) != rejectNone {
 		return lease{}, false
 	}
 	res, err := pl.prefer.pool.acquire(ctx)
@@ -367,6 +359,7 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok b
 		if young && c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError {
 			select {
 			case c.fallbackSlots <- struct{}{}:
+				c.noteFallbackSlots()
 				if l, err := c.leasePrimary(ctx, pl.topo, true); err == nil {
 					c.metrics.recentWriteReads.Add(1)
 					return l, true, nil
@@ -418,11 +411,11 @@ func (c *Connector) resolveUntil(ctx context.Context, m *clusterMarks, ticket ui
 // futile predicts whether waiting for a replica to replay pl.need can
 // succeed before the plan's deadline. A replica applies a commit no
 // sooner than its recovery_min_apply_delay after the primary wrote it, and
-// replays the bytes it lacks at the rate it was seen replaying a backlog. A wait
+// replays the bytes it lacks at the rate it was seen replaying a backlog;
+// a paused one replays nothing until a probe shows it resumed. A wait
 // that no replica is predicted to end in time is not started: the read
-// falls back at once. Without a prediction (a paused replica, which may
-// have resumed since its probe; an idle one, whose rate is unknown) the
-// read waits as before.
+// falls back at once. Without a prediction (an idle replica, whose rate
+// is unknown) the read waits as before.
 func (c *Connector) futile(ctx context.Context, pl *plan) bool {
 	deadline := pl.waitDeadline(ctx)
 	now := time.Now()
@@ -432,8 +425,8 @@ func (c *Connector) futile(ctx context.Context, pl *plan) bool {
 	}
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
-		if v.status.paused {
-			return false
+		if v.status.paused && LSN(v.n.replay.Load()) < pl.need {
+			continue // cannot serve it: a paused replica proves nothing of the others
 		}
 		ready := passed.Add(v.status.applyDelay)
 		// The rate predicts only while replay is the bottleneck (a
@@ -533,26 +526,43 @@ func noReplicaError(pl *plan) error {
 
 // takeFallbackSlot bounds concurrent fallback reads on the primary: when
 // every replica lags in a write burst, sending all reads to the primary at
-// once can take it down exactly when it is busiest. A read waits for a
-// slot until its plan's deadline (what is left of the wait budget), then
-// fails with ErrFallbackLimit.
-func (c *Connector) takeFallbackSlot(ctx context.Context, deadline time.Time) error {
+// once can take it down exactly when it is busiest. A read queues for a
+// slot, in order of arrival (a channel hands a freed slot to the longest
+// waiting sender), until its context's deadline or Config.FallbackWait,
+// whichever comes first, then fails with ErrFallbackLimit.
+func (c *Connector) takeFallbackSlot(ctx context.Context) error {
 	select {
 	case c.fallbackSlots <- struct{}{}:
+		c.noteFallbackSlots()
 		return nil
 	default:
 	}
-	t := time.NewTimer(time.Until(deadline))
+	wait := c.cfg.FallbackWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case c.fallbackSlots <- struct{}{}:
+		c.noteFallbackSlots()
 		return nil
 	case <-t.C:
 		c.metrics.fallbackRejected.Add(1)
 		c.warnFallbackStorm()
-		return fmt.Errorf("%w: %d reads already fell back to the primary", ErrFallbackLimit, cap(c.fallbackSlots))
+		return fmt.Errorf("%w: all %d fallback slots stayed taken for %v", ErrFallbackLimit, cap(c.fallbackSlots), wait.Round(time.Millisecond))
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// noteFallbackSlots raises the peak of slots held at once (Stats).
+func (c *Connector) noteFallbackSlots() {
+	held := int64(len(c.fallbackSlots))
+	for peak := c.metrics.fallbackPeak.Load(); held > peak; peak = c.metrics.fallbackPeak.Load() {
+		if c.metrics.fallbackPeak.CompareAndSwap(peak, held) {
+			return
+		}
 	}
 }
 

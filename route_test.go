@@ -111,7 +111,7 @@ func TestFutileWaitPrediction(t *testing.T) {
 		{name: "far behind at its replay rate when probed long enough ago to have caught up", rate: 1 << 20, backlog: true, sampled: 20 * time.Second, need: 10 << 20},
 		{name: "a few records in flight are no backlog, whatever the rate", rate: 1000, backlog: true, smallBacklog: true, need: 5000},
 		{name: "a slow rate without a backlog is the primary's, not the replica's", rate: 100, need: 5000},
-		{name: "paused: it may have resumed", delay: time.Hour, paused: true, need: 5000},
+		{name: "paused: cannot serve it until a probe shows it resumed", paused: true, need: 5000, futile: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,6 +129,33 @@ func TestFutileWaitPrediction(t *testing.T) {
 				st.receive = st.lsn + 352
 			}
 			pl := plan{topo: top, need: tc.need, deadline: now.Add(budget)}
+			if got := c.futile(context.Background(), &pl); got != tc.futile {
+				t.Errorf("futile = %v, want %v", got, tc.futile)
+			}
+		})
+	}
+}
+
+// TestFutileWithAPausedReplica: a paused replica proves nothing about the
+// others: the wait is predicted from them (issue: one replica paused, the
+// other 200 ms behind, made every read after a write wait its budget).
+func TestFutileWithAPausedReplica(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		delay  time.Duration // of the replica that is not paused
+		futile bool
+	}{
+		{"the other applies 200 ms late, beyond the budget", 200 * time.Millisecond, true},
+		{"the other applies within the budget", 50 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Connector{}
+			c.primaryLSNs.add(now, 2000)
+			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
+			top.nodes[1].status.paused = true
+			top.nodes[2].status.applyDelay = tc.delay
+			pl := plan{topo: top, need: 2000, deadline: now.Add(150 * time.Millisecond)}
 			if got := c.futile(context.Background(), &pl); got != tc.futile {
 				t.Errorf("futile = %v, want %v", got, tc.futile)
 			}

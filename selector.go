@@ -37,6 +37,7 @@ const (
 	rejectStale                  // the context's WithMaxStaleness
 	rejectBehind                 // not known to have replayed the needed position
 	rejectPooledTx               // a transaction that needs a position, behind a pooler (pooledcheck.go)
+	rejectUnchecked              // a read that cannot check its connection (a hedge), on an endpoint or behind a pooler
 )
 
 // nodeSet is a set of node indexes (Config allows at most maxHosts hosts).
@@ -79,6 +80,10 @@ func (pl *plan) reject(v *nodeView, position bool) rejection {
 		return rejectBehind
 	case pl.tx && pl.need > 0 && v.n.pooled.Load():
 		return rejectPooledTx
+	case pl.unchecked && pl.need > 0 && v.n.perConnection():
+		// Known for the servers seen there: a connection may reach
+		// another.
+		return rejectUnchecked
 	}
 	return rejectNone
 }

@@ -213,6 +213,42 @@ func TestRouteReadOnlyErrorRetriesOnPrimaryAndIsRemembered(t *testing.T) {
 	}
 }
 
+// TestRouteConflictEndsOnThePrimary: a read cancelled by a replay
+// conflict on one replica is retried on the other, which replays the same
+// WAL and cancels it too; then the primary serves it, as a fallback, and
+// the statement goes straight there for a while. With FallbackError the
+// conflict is the caller's.
+func TestRouteConflictEndsOnThePrimary(t *testing.T) {
+	mc := newMockCluster(t, 2, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	q := "SELECT count(*) FROM cp, pg_sleep(3)"
+	conflict := &pgconn.PgError{Code: "40001", Message: "canceling statement due to conflict with recovery"}
+	mc.mocks[1].ExpectQuery(q).WillReturnError(conflict)
+	mc.mocks[2].ExpectQuery(q).WillReturnError(conflict)
+	for range 2 { // the second call goes straight to the primary
+		mc.mocks[0].ExpectQuery(q).WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(3))
+	}
+	for range 2 {
+		var n int
+		if err := mc.db.QueryRow(q).Scan(&n); err != nil || n != 3 {
+			t.Fatalf("read = %d, %v; want 3 from the primary", n, err)
+		}
+	}
+	s := mc.c.Stats()
+	if s.ConflictRetries != 2 || s.Fallbacks[ReasonConflict] != 2 || s.ConflictsAvoided != 1 || s.FallbackReads != 2 {
+		t.Fatalf("conflict retries %d, conflict fallbacks %d, avoided %d, fallback reads %d; want 2, 2, 1, 2",
+			s.ConflictRetries, s.Fallbacks[ReasonConflict], s.ConflictsAvoided, s.FallbackReads)
+	}
+
+	other := "SELECT count(*) FROM cp2"
+	mc.mocks[1].ExpectQuery(other).WillReturnError(conflict)
+	mc.mocks[2].ExpectQuery(other).WillReturnError(conflict)
+	var n int
+	err := mc.db.QueryRowContext(WithFallback(context.Background(), FallbackError), other).Scan(&n)
+	if sqlState(err) != "40001" {
+		t.Fatalf("read with FallbackError = %v, want the replicas' conflict", err)
+	}
+}
+
 // TestRoutePrimaryReadRetriedAfterConnLost: a read on the primary whose
 // connection died with the server (a restart, a failover) is sent once
 // more on a new connection; a write is not (its outcome is unknown).

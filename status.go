@@ -155,6 +155,8 @@ func (r rejection) explain(v *nodeView, pl *plan, t *topology) string {
 		return fmt.Sprintf("has not replayed %s yet", pl.need)
 	case rejectPooledTx:
 		return "behind a pooler: a transaction that needs a position cannot be proven there"
+	case rejectUnchecked:
+		return "an endpoint or a pooler: a read that cannot check its connection may reach a server not known to have the position"
 	}
 	return ""
 }

@@ -169,7 +169,7 @@ func (h *HAProxy) Log(n int) string { return logTail(h.proc.logPath, n) }
 // accepts connections, with how long the port refused them (a few
 // milliseconds). Clients must reconnect.
 func (h *HAProxy) Restart(ctx context.Context) (time.Duration, error) {
-	return h.proc.restart(ctx, syscall.SIGTERM)
+	return h.proc.restart(ctx, syscall.SIGTERM, 0)
 }
 
 // Running reports whether the HAProxy process runs (false after a failed

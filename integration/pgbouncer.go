@@ -208,7 +208,14 @@ func (b *PgBouncer) Log(n int) string { return logTail(b.proc.logPath, n) }
 // refused them (from the signal until the new process listened: a few
 // milliseconds). Clients must reconnect; their server connections are new.
 func (b *PgBouncer) Restart(ctx context.Context) (time.Duration, error) {
-	return b.proc.restart(ctx, syscall.SIGTERM)
+	return b.proc.restart(ctx, syscall.SIGTERM, 0)
+}
+
+// Outage is Restart with the port refusing connections for at least down
+// before PgBouncer starts again (a pooler's rolling restart, a pod
+// rescheduled); it returns how long the port refused them.
+func (b *PgBouncer) Outage(ctx context.Context, down time.Duration) (time.Duration, error) {
+	return b.proc.restart(ctx, syscall.SIGTERM, down)
 }
 
 // Running reports whether the PgBouncer process runs (false after a

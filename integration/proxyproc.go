@@ -267,10 +267,18 @@ func (p *proxyProcess) stop(sig syscall.Signal, grace time.Duration) error {
 // restart stops the process with sig and starts it again on the same
 // port; it returns how long the port did not accept connections (from the
 // signal until the new process listened).
-func (p *proxyProcess) restart(ctx context.Context, sig syscall.Signal) (time.Duration, error) {
+func (p *proxyProcess) restart(ctx context.Context, sig syscall.Signal, down time.Duration) (time.Duration, error) {
 	began := time.Now()
 	if err := p.stop(sig, 5*time.Second); err != nil {
 		return 0, err
+	}
+	if down > 0 {
+		// The outage itself: the port refuses connections meanwhile.
+		select {
+		case <-time.After(down):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
 	if err := p.start(ctx); err != nil {
 		return 0, err

@@ -1,0 +1,101 @@
+package pgreplica
+
+import "context"
+
+// The one retry policy of both front doors (route for the driver and for
+// the pgx handle, guardedRead for the handle's reads with their check in
+// flight): what a read that failed before returning anything does next.
+// A write is never sent twice.
+
+// retried is what a statement's retries have spent (plan.retried).
+type retried uint8
+
+const (
+	// retriedReplica: the read went to another replica after a replay
+	// conflict or a lost connection.
+	retriedReplica retried = 1 << iota
+	// retriedPrimary: the read went to the primary again after its
+	// connection died with the server.
+	retriedPrimary
+)
+
+// retry reports whether the read that failed on l with err is sent again,
+// having changed pl to say where:
+//
+//   - a replica refused it as a write (SQLSTATE 25006): to the primary as
+//     a write, and query is remembered (refusedStatements);
+//   - a replica lost the connection: once to another replica;
+//   - a replica cancelled it for a replay conflict: once to another
+//     replica, then, as other replicas replay the same WAL, to the
+//     primary as a fallback read when the requirement allows one (and
+//     query is remembered for conflictMemory);
+//   - the primary's connection died with its server: once more, on the
+//     primary the topology knows by then.
+//
+// query is the client's statement text, "" for a batch or a transaction
+// (those are not remembered, nor sent again as writes).
+func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, query string) bool {
+	if ctx.Err() != nil || !pl.read {
+		return false
+	}
+	n := l.p.node
+	switch {
+	case l.replica && sqlState(err) == stateReadOnlyTx:
+		if query == "" {
+			return false
+		}
+		// The classifier thought it a read; the replica disagreed.
+		c.refused.add(query, 0)
+		c.metrics.readOnlyRetries.Add(1)
+		pl.onPrimary, pl.read, pl.capture = true, false, true
+		return true
+	case l.replica && isConnLost(err):
+		if pl.retried&retriedReplica != 0 {
+			return false
+		}
+		pl.retried |= retriedReplica
+		n.markSuspect()
+		c.metrics.connLostRetries.Add(1)
+		pl.tried.add(n.idx)
+		pl.anew()
+		return true
+	case l.replica && isRecoveryConflict(err):
+		pl.tried.add(n.idx)
+		if pl.retried&retriedReplica == 0 && pl.replicas(false) != 0 {
+			pl.retried |= retriedReplica
+			c.metrics.conflictRetries.Add(1)
+			pl.anew()
+			return true
+		}
+		if pl.fallback == FallbackError || pl.conflicted {
+			return false
+		}
+		c.metrics.conflictRetries.Add(1)
+		pl.conflicted = true
+		if query != "" {
+			c.conflicting.add(query, monoNow()+mono(conflictMemory))
+		}
+		return true
+	case !l.replica && pl.retried&retriedPrimary == 0 && serverGone(err):
+		// The connection died with its server (the pool drops its
+		// siblings); the topology may know better by now.
+		pl.retried |= retriedPrimary
+		n.markSuspect()
+		c.metrics.connLostRetries.Add(1)
+		pl.topo = c.topo.Load()
+		return true
+	}
+	return false
+}
+
+// avoidConflicts sends a read whose statement kept conflicting with
+// replay on the replicas lately straight to the primary, as a fallback
+// read, when its requirement allows one. Most applications never have
+// such a statement: then this is one atomic load.
+func (c *Connector) avoidConflicts(pl *plan, query string) {
+	if !pl.read || pl.onPrimary || pl.conflicted || query == "" || pl.fallback == FallbackError || !c.conflicting.has(query) {
+		return
+	}
+	pl.conflicted = true
+	c.metrics.conflictsAvoided.Add(1)
+}
