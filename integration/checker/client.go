@@ -18,6 +18,7 @@ const (
 	pathReturning = "returning" // UPDATE … RETURNING through QueryRowContext
 	pathTx        = "tx"        // UPDATE in a read-write transaction
 	pathQuery     = "query"     // SELECT through QueryRowContext
+	pathPrimary   = "primary"   // SELECT through QueryRowContext on the primary (WithPrimary; the naive router's writer)
 	pathReadTx    = "ro-tx"     // SELECT in a read-only transaction
 	pathBatch     = "batch"     // SELECT in a pgx batch of reads (TargetPgx only)
 )
@@ -124,6 +125,8 @@ func (c *client) read(ctx context.Context, key Key, path, role string) Op {
 		err = c.readPgx(ctx, key, path, &op.Version, &port, &replay)
 	case path == pathQuery:
 		err = c.r.reader().QueryRowContext(ctx, c.st.read, key.Owner, key.N).Scan(&op.Version, &port, &replay)
+	case path == pathPrimary:
+		err = c.r.writer.QueryRowContext(pgreplica.WithPrimary(ctx), c.st.read, key.Owner, key.N).Scan(&op.Version, &port, &replay)
 	case path == pathReadTx:
 		err = c.readTx(ctx, c.r.reader(), key, &op.Version, &port, &replay)
 	default:

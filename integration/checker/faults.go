@@ -25,6 +25,9 @@ import (
 type Faults struct {
 	// Off disables the injector.
 	Off bool
+	// PausesOnly leaves apply delays out: replay on one replica at a time
+	// is paused for [MinPause, MaxPause] and resumed for [Hold/2, Hold].
+	PausesOnly bool
 	// MaxApplyDelay bounds recovery_min_apply_delay; default 500ms.
 	MaxApplyDelay time.Duration
 	// MinPause and MaxPause bound a replay pause; default 200ms and 500ms.
@@ -191,8 +194,10 @@ func injectFaults(ctx context.Context, cl Cluster, o *Options, rng *rand.Rand, p
 		if cycle%2 == 0 {
 			maxDelay /= 10
 		}
-		if err := in.setDelays(func(int) time.Duration { return in.between(0, maxDelay) }); err != nil {
-			return in.st, quiet(ctx, err)
+		if !f.PausesOnly {
+			if err := in.setDelays(func(int) time.Duration { return in.between(0, maxDelay) }); err != nil {
+				return in.st, quiet(ctx, err)
+			}
 		}
 		if err := in.hold(in.between(f.Hold/2, f.Hold)); err != nil {
 			return in.st, nil

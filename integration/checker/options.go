@@ -25,12 +25,30 @@ type Options struct {
 	// Table is the workload's table, recreated by Run and dropped after;
 	// default "checker_kv".
 	Table string
+	// Workload is what each session does; default WorkloadMixed.
+	Workload Workload
 	// Faults configures the fault injector: lag, paused replay and,
 	// with Faults.KillRestart, replicas killed and restarted.
 	Faults Faults
 	// Logf, if set, receives progress messages.
 	Logf func(format string, args ...any)
 }
+
+// Workload is what each session does in a round.
+type Workload string
+
+const (
+	// WorkloadMixed is the checker's own (see loop): writes through every
+	// path, reads of its own and of other sessions' hot rows, chases of
+	// what the primary showed.
+	WorkloadMixed Workload = "mixed"
+	// WorkloadCounter is an application's counter, as an outside workload
+	// that found a hole the mixed one missed ran it: a session reads its
+	// row from the primary (WithPrimary), writes the value plus one, reads
+	// it back at once, then reads a random other session's row. Run it
+	// with Faults.PausesOnly.
+	WorkloadCounter Workload = "counter"
+)
 
 // Defaults.
 const (
@@ -42,6 +60,7 @@ const (
 
 func (o Options) withDefaults() Options {
 	o.Target = cmp.Or(o.Target, TargetSession)
+	o.Workload = cmp.Or(o.Workload, WorkloadMixed)
 	o.Driver = cmp.Or(o.Driver, "pgx")
 	o.Sessions = cmp.Or(o.Sessions, DefaultSessions)
 	o.Keys = cmp.Or(o.Keys, DefaultKeys)
@@ -66,6 +85,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: driver %q (want pgx or pq)", errBadOptions, o.Driver)
 	case o.Target == TargetPgx && o.Driver != "pgx":
 		return fmt.Errorf("%w: %s talks pgx, not %s", errBadOptions, TargetPgx, o.Driver)
+	case o.Workload != WorkloadMixed && o.Workload != WorkloadCounter:
+		return fmt.Errorf("%w: workload %q (want %s or %s)", errBadOptions, o.Workload, WorkloadMixed, WorkloadCounter)
 	case o.Sessions < 2:
 		return fmt.Errorf("%w: %d sessions (want at least 2, to read each other's rows)", errBadOptions, o.Sessions)
 	case o.Keys < 1:

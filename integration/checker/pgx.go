@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
 
@@ -68,6 +69,8 @@ func (c *client) readPgx(ctx context.Context, key Key, path string, dest ...any)
 	switch path {
 	case pathQuery:
 		return p.QueryRow(ctx, c.st.read, key.Owner, key.N).Scan(dest...)
+	case pathPrimary:
+		return p.QueryRow(pgreplica.WithPrimary(ctx), c.st.read, key.Owner, key.N).Scan(dest...)
 	case pathReadTx:
 		tx, err := p.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 		if err != nil {

@@ -106,11 +106,15 @@ var errDeadline = errors.New("checker: the run ended")
 func runSession(ctx context.Context, c *client, o *Options, rng *rand.Rand, deadline time.Time, hot []atomic.Int32, park *parking) ([]Op, error) {
 	s := &loop{c: c, o: o, rng: rng, hot: hot, refresh: map[Key]int{}, versions: make([]int, o.Keys),
 		park: park, deadline: deadline}
-	for round := 0; time.Now().Before(deadline); round++ {
+	round := s.round
+	if o.Workload == WorkloadCounter {
+		round = s.counterRound
+	}
+	for r := 0; time.Now().Before(deadline); r++ {
 		if err := ctx.Err(); err != nil {
 			return s.log, err
 		}
-		if err := s.round(ctx, round); err != nil {
+		if err := round(ctx, r); err != nil {
 			if errors.Is(err, errDeadline) {
 				break
 			}
@@ -219,6 +223,31 @@ func (s *loop) round(ctx context.Context, round int) error {
 		}
 	}
 	return nil
+}
+
+// counterRound is a round of WorkloadCounter: the session reads its row
+// from the primary, writes the next version, reads it back at once and
+// reads a random other session's row.
+func (s *loop) counterRound(ctx context.Context, _ int) error {
+	c := s.c
+	own := Key{Owner: c.id, N: s.rng.IntN(s.o.Keys)}
+	if err := s.idle(ctx); err != nil {
+		return err
+	}
+	if err := s.record(ctx, c.read(ctx, own, pathPrimary, "own-primary")); err != nil {
+		return err
+	}
+	s.versions[own.N]++ // a failed write may have committed: never reuse its version
+	s.writes++
+	s.k = own.N
+	if err := s.record(ctx, c.write(ctx, own, s.versions[own.N], pathExec)); err != nil {
+		return err
+	}
+	if err := s.record(ctx, c.read(ctx, own, pathQuery, "own-now")); err != nil {
+		return err
+	}
+	other := Key{Owner: (c.id + 1 + s.rng.IntN(s.o.Sessions-1)) % s.o.Sessions, N: s.rng.IntN(s.o.Keys)}
+	return s.record(ctx, c.read(ctx, other, pathQuery, "other"))
 }
 
 // read reads a row and chases it when the primary served another
