@@ -22,7 +22,7 @@ import (
 // primary can answer.
 
 // TestLagSpikeQueuesFallbacks: both replicas' replay paused for 3 s while
-// 48 goroutines read a row written before, with the default consistency
+// 48 goroutines read a row written meanwhile, with the default consistency
 // and a 5 s deadline each. No read fails: each falls back at once (a
 // paused replica cannot serve the position) and queues for one of the
 // bounded fallback slots, which never hold more reads than the bound (on
@@ -32,11 +32,12 @@ func TestLagSpikeQueuesFallbacks(t *testing.T) {
 	db := open(t, "pgx", "pgreplica_max_primary_fallbacks="+strconv.Itoa(bound))
 	ctx := ctxFor(t)
 	tbl := table(t, db)
+	resume := cluster.PauseReplicas(t)
+	awaitPaused(t, db, true)
+	// Written with replay paused: no replica has it until the spike ends.
 	if _, err := db.ExecContext(ctx, "INSERT INTO "+tbl+" (v) VALUES ('spike')"); err != nil {
 		t.Fatal(err)
 	}
-	resume := cluster.PauseReplicas(t)
-	awaitPaused(t, db, true)
 
 	// Each read holds its slot 5 ms, so that the primary's activity
 	// shows how many run at once.
