@@ -425,6 +425,12 @@ func (c *Connector) futile(ctx context.Context, pl *plan) bool {
 	}
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
+		if v.n.endpoint.Load() {
+			// An endpoint's lag, pause and apply delay are those of the
+			// one server its probe reached: another behind it may serve
+			// the read.
+			return false
+		}
 		if v.status.paused && LSN(v.n.replay.Load()) < pl.need {
 			continue // cannot serve it: a paused replica proves nothing of the others
 		}

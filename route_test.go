@@ -148,6 +148,7 @@ func TestFutileWithAPausedReplica(t *testing.T) {
 	}{
 		{"the other applies 200 ms late, beyond the budget", 200 * time.Millisecond, true},
 		{"the other applies within the budget", 50 * time.Millisecond, false},
+		{"the other is an endpoint: its probe's delay is one server's", -1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Connector{}
@@ -155,6 +156,10 @@ func TestFutileWithAPausedReplica(t *testing.T) {
 			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
 			top.nodes[1].status.paused = true
 			top.nodes[2].status.applyDelay = tc.delay
+			if tc.delay < 0 {
+				top.nodes[2].status.applyDelay = time.Hour
+				top.nodes[2].n.endpoint.Store(true)
+			}
 			pl := plan{topo: top, need: 2000, deadline: now.Add(150 * time.Millisecond)}
 			if got := c.futile(context.Background(), &pl); got != tc.futile {
 				t.Errorf("futile = %v, want %v", got, tc.futile)
