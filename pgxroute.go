@@ -158,8 +158,11 @@ func guardable(k pgxroute.Kind) bool {
 // more than that one round trip.
 func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass, query string,
 	guarded pgxroute.GuardedOp) (l lease, ok bool, err error) {
-	if !pl.unproven() || pl.conflicted || c.futile(ctx, pl) {
+	if !pl.unproven() || pl.conflicted {
 		return lease{}, false, nil
+	}
+	if futile, _ := c.futile(ctx, pl); futile {
+		return lease{}, false, nil // route looks once, or falls back
 	}
 	l, need, ok := c.leaseUnproven(ctx, pl)
 	if !ok {

@@ -45,6 +45,8 @@ type physical struct {
 	wire wire
 	// srv is the server the connection reached (server.go).
 	srv *server
+	// stmts are the inner statements kept prepared on it (keptstmts.go).
+	stmts keptStmts
 	// pgx records the connection's borrow by the pgx-native handle
 	// (pgxroute.go), reused from one borrow to the next.
 	pgx pgxLease

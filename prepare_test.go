@@ -36,13 +36,14 @@ func TestPrepareReturnsServerError(t *testing.T) {
 }
 
 // TestPrepareInTxIsInnerStatement: inside a transaction the statement is
-// the inner driver's own (prepared, executed and closed there), and the
-// transaction still knows it wrote: Commit captures the LSN.
+// the inner driver's own (prepared and executed there, and kept prepared
+// on the physical connection for the next transaction: not closed), and
+// the transaction still knows it wrote: Commit captures the LSN.
 func TestPrepareInTxIsInnerStatement(t *testing.T) {
 	mc := newMockCluster(t, 1, nil)
 	q := "INSERT INTO t VALUES ($1)"
 	mc.mocks[0].ExpectBegin()
-	prep := mc.mocks[0].ExpectPrepare(q).WillBeClosed()
+	prep := mc.mocks[0].ExpectPrepare(q)
 	prep.ExpectExec().WithArgs(1).WillReturnResult(sqlmock.NewResult(1, 1))
 	prep.ExpectExec().WithArgs(2).WillReturnResult(sqlmock.NewResult(2, 1))
 	mc.mocks[0].ExpectCommit()
@@ -71,8 +72,9 @@ func TestPrepareInTxIsInnerStatement(t *testing.T) {
 // TestPreparedInTxThenOutside: Tx.Stmt prepares a *sql.Stmt on the
 // transaction's conn, and database/sql keeps that driver statement for
 // later use of the *sql.Stmt on the same conn outside the transaction. It
-// is the inner driver's statement inside (closed when the transaction
-// gives its connection back) and routed again afterwards.
+// is the inner driver's statement inside (kept prepared on the physical
+// connection when the transaction gives it back) and routed again
+// afterwards.
 func TestPreparedInTxThenOutside(t *testing.T) {
 	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
 	mc.db.SetMaxOpenConns(2)
@@ -81,7 +83,7 @@ func TestPreparedInTxThenOutside(t *testing.T) {
 	mc.mocks[0].MatchExpectationsInOrder(false)
 	mc.mocks[0].ExpectBegin()
 	mc.mocks[0].ExpectPrepare(q).WillBeClosed() // db.Prepare's description
-	inTx := mc.mocks[0].ExpectPrepare(q).WillBeClosed()
+	inTx := mc.mocks[0].ExpectPrepare(q)
 	inTx.ExpectQuery().WithArgs(1).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(1))
 	mc.mocks[0].ExpectCommit()
 	tx, err := mc.db.Begin() // virtual conn A
@@ -108,8 +110,53 @@ func TestPreparedInTxThenOutside(t *testing.T) {
 	}
 }
 
+// TestTxStmtKeptAcrossTransactions: go-tpc's shape, a statement prepared
+// on a *sql.Conn and used through Tx.Stmt in one transaction after the
+// other. database/sql prepares it again on the conn at every Tx.Stmt and
+// closes it when the transaction ends; the physical connection keeps the
+// inner statement, so it is prepared there once (sqlmock fails a second
+// Prepare), as pgx's stdlib does alone.
+func TestTxStmtKeptAcrossTransactions(t *testing.T) {
+	// One connection to the primary: each transaction borrows that one
+	// (with more, each connection prepares the statement once).
+	mc := newMockCluster(t, 1, func(c *Config) { c.MaxConnsPerHost = 1 })
+	ctx := context.Background()
+	cn, err := mc.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.Close()
+	q := "UPDATE t SET v = v + 1 WHERE id = $1"
+	mc.mocks[0].ExpectPrepare(q).WillBeClosed() // the description, outside
+	st, err := cn.PrepareContext(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	mc.mocks[0].MatchExpectationsInOrder(false)
+	inTx := mc.mocks[0].ExpectPrepare(q)
+	for i := range 3 {
+		mc.mocks[0].ExpectBegin()
+		inTx.ExpectExec().WithArgs(i).WillReturnResult(sqlmock.NewResult(0, 1))
+		mc.mocks[0].ExpectCommit()
+		mc.expectLSNCapture(0, "0/500")
+		tx, err := cn.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, i); err != nil {
+			t.Fatalf("transaction %d: %v", i, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		mc.settle()
+	}
+}
+
 // TestPreparePinnedConnIsInnerStatement: on a conn pinned by session
-// state the statement is the inner driver's own, on the pinned connection.
+// state the statement is the inner driver's own, on the pinned connection
+// (which closes with it: its session state goes with it).
 func TestPreparePinnedConnIsInnerStatement(t *testing.T) {
 	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
 	ctx := context.Background()
@@ -119,7 +166,7 @@ func TestPreparePinnedConnIsInnerStatement(t *testing.T) {
 	}
 	q := "SELECT * FROM things WHERE id = $1"
 	mc.mocks[0].ExpectExec("SET search_path = app").WillReturnResult(sqlmock.NewResult(0, 0))
-	mc.mocks[0].ExpectPrepare(q).WillBeClosed().ExpectQuery().WithArgs(3).WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(3))
+	mc.mocks[0].ExpectPrepare(q).ExpectQuery().WithArgs(3).WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(3))
 	if _, err := cn.ExecContext(ctx, "SET search_path = app"); err != nil {
 		t.Fatal(err)
 	}

@@ -269,7 +269,17 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		pl.tried.add(i)
 	}
 	if pl.need > 0 {
-		if c.futile(ctx, pl) {
+		if futile, paused := c.futile(ctx, pl); futile {
+			if paused {
+				// A paused replica may have resumed since its probe: one
+				// look, no wait.
+				wctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
+				l, ok := c.checkReplicas(wctx, pl, nil)
+				cancel()
+				if ok {
+					return l, nil
+				}
+			}
 			return lease{}, &NoFreshReplicaError{Reason: ReasonTimeout,
 				Detail: fmt.Sprintf("no replica can replay %s before the wait budget ends (predicted from their lag)", pl.need)}
 		}
@@ -414,9 +424,11 @@ func (c *Connector) resolveUntil(ctx context.Context, m *clusterMarks, ticket ui
 // replays the bytes it lacks at the rate it was seen replaying a backlog;
 // a paused one replays nothing until a probe shows it resumed. A wait
 // that no replica is predicted to end in time is not started: the read
-// falls back at once. Without a prediction (an idle replica, whose rate
-// is unknown) the read waits as before.
-func (c *Connector) futile(ctx context.Context, pl *plan) bool {
+// falls back at once (paused says a paused replica was passed over: it may
+// have resumed since its probe, worth one look but no wait). Without a
+// prediction (an idle replica, whose rate is unknown) the read waits as
+// before.
+func (c *Connector) futile(ctx context.Context, pl *plan) (futile, paused bool) {
 	deadline := pl.waitDeadline(ctx)
 	now := time.Now()
 	passed, ok := c.primaryLSNs.passedAt(pl.need)
@@ -429,9 +441,10 @@ func (c *Connector) futile(ctx context.Context, pl *plan) bool {
 			// An endpoint's lag, pause and apply delay are those of the
 			// one server its probe reached: another behind it may serve
 			// the read.
-			return false
+			return false, false
 		}
 		if v.status.paused && LSN(v.n.replay.Load()) < pl.need {
+			paused = true
 			continue // cannot serve it: a paused replica proves nothing of the others
 		}
 		ready := passed.Add(v.status.applyDelay)
@@ -454,10 +467,10 @@ func (c *Connector) futile(ctx context.Context, pl *plan) bool {
 			}
 		}
 		if !ready.After(deadline) {
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, paused
 }
 
 // rateBacklog is the least backlog of received WAL for which a replica's
@@ -474,31 +487,11 @@ func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 	backoff := time.Millisecond
 	var best LSN
 	for {
-		candidates := pl.replicas(false)
-		if candidates == 0 {
+		if pl.replicas(false) == 0 {
 			return lease{}, noReplicaError(pl)
 		}
-		for set := candidates; set != 0; set &= set - 1 {
-			n := pl.topo.nodes[set.nth(0)].n
-			res, err := n.pool.acquire(wctx)
-			if err != nil {
-				continue
-			}
-			replay, inTx, err := checkReplay(wctx, res.Value())
-			if err == nil {
-				n.observeOn(res.Value().srv, replay)
-				best = max(best, replay)
-				if replay >= pl.need {
-					res.Value().lent = monoNow() // the read starts after the check
-					l := c.newLease(res, true, false)
-					l.inTx = inTx
-					return l, nil
-				}
-			}
-			if inTx {
-				err = endCheckTx(res.Value(), c.cfg.ProbeTimeout)
-			}
-			n.pool.release(res, err)
+		if l, ok := c.checkReplicas(wctx, pl, &best); ok {
+			return l, nil
 		}
 		if ctx.Err() != nil {
 			return lease{}, ctx.Err()
@@ -516,6 +509,38 @@ func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 		}
 		backoff = min(2*backoff, 16*time.Millisecond)
 	}
+}
+
+// checkReplicas checks the eligible replicas' replay once each, on the
+// connection that will run the query, and leases the first that has
+// replayed pl.need; best (if not nil) is raised to the highest position
+// seen.
+func (c *Connector) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lease, bool) {
+	for set := pl.replicas(false); set != 0; set &= set - 1 {
+		n := pl.topo.nodes[set.nth(0)].n
+		res, err := n.pool.acquire(ctx)
+		if err != nil {
+			continue
+		}
+		replay, inTx, err := checkReplay(ctx, res.Value())
+		if err == nil {
+			n.observeOn(res.Value().srv, replay)
+			if best != nil {
+				*best = max(*best, replay)
+			}
+			if replay >= pl.need {
+				res.Value().lent = monoNow() // the read starts after the check
+				l := c.newLease(res, true, false)
+				l.inTx = inTx
+				return l, true
+			}
+		}
+		if inTx {
+			err = endCheckTx(res.Value(), c.cfg.ProbeTimeout)
+		}
+		n.pool.release(res, err)
+	}
+	return lease{}, false
 }
 
 // lastCheckMargin is left for the last replay check of a wait: a loopback

@@ -129,7 +129,7 @@ func TestFutileWaitPrediction(t *testing.T) {
 				st.receive = st.lsn + 352
 			}
 			pl := plan{topo: top, need: tc.need, deadline: now.Add(budget)}
-			if got := c.futile(context.Background(), &pl); got != tc.futile {
+			if got, _ := c.futile(context.Background(), &pl); got != tc.futile {
 				t.Errorf("futile = %v, want %v", got, tc.futile)
 			}
 		})
@@ -161,7 +161,7 @@ func TestFutileWithAPausedReplica(t *testing.T) {
 				top.nodes[2].n.endpoint.Store(true)
 			}
 			pl := plan{topo: top, need: 2000, deadline: now.Add(150 * time.Millisecond)}
-			if got := c.futile(context.Background(), &pl); got != tc.futile {
+			if got, _ := c.futile(context.Background(), &pl); got != tc.futile {
 				t.Errorf("futile = %v, want %v", got, tc.futile)
 			}
 		})

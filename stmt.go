@@ -18,7 +18,8 @@ import (
 //     it on whichever physical conn runs it.
 //   - Bound (inner != nil): on a conn in a transaction or pinned by session
 //     state it is the inner driver's own statement on that physical conn,
-//     so that driver-specific statements (lib/pq's CopyIn) work. It stays
+//     so that driver-specific statements (lib/pq's CopyIn) work; the
+//     physical conn keeps it prepared for the next transaction. It stays
 //     bound while the conn holds res; a transaction that ends closes it
 //     (closeBound) and it is routed from then on, because database/sql
 //     keeps a statement that Tx.Stmt prepared for later use of its
@@ -50,7 +51,7 @@ func (cn *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, 
 	}
 	cls := cn.c.classes.classify(query)
 	if l := cn.sticky(); l != nil {
-		st, err := prepareInner(ctx, l.p.conn, query)
+		st, err := l.p.prepareStmt(ctx, query)
 		if err != nil {
 			return nil, err
 		}
@@ -79,7 +80,7 @@ func (cn *conn) closeBound(p *physical) {
 		if s.p != p {
 			return false
 		}
-		s.closeInner()
+		s.closeInner(true)
 		return true
 	})
 }
@@ -133,13 +134,14 @@ func (s *stmt) bound() driver.Stmt {
 	return nil
 }
 
-// closeInner closes the inner statement on the physical conn the virtual
-// conn still holds.
-func (s *stmt) closeInner() error {
+// closeInner gives the inner statement back to the physical conn the
+// virtual conn still holds: kept prepared there when the conn gives the
+// connection back (keep; keptstmts.go), closed when its user closed it.
+func (s *stmt) closeInner(keep bool) error {
 	if s.inner == nil {
 		return nil
 	}
-	err := s.inner.Close()
+	err := s.p.releaseStmt(s.query, s.inner, keep)
 	s.inner = nil
 	return err
 }
@@ -155,7 +157,7 @@ func (s *stmt) Close() error {
 		s.inner = nil
 		return nil
 	}
-	return s.closeInner()
+	return s.closeInner(false)
 }
 
 // NumInput returns the server's parameter count (or, for a bound

@@ -79,7 +79,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		reads: counter("pgreplica.reads", "{read}",
 			"Reads by where they ran: replica, primary (required by the statement or context), fallback (primary because no replica qualified), or recent_write (primary because the read needed a write too young for any replica)."),
 		fallbacks: counter("pgreplica.read.fallbacks", "{read}",
-			"Reads that fell back to the primary, by reason (timeout, no_replica)."),
+			"Reads that fell back to the primary, by reason (timeout, no_replica, conflict)."),
 		failures: counter("pgreplica.read.failures", "{read}",
 			"Reads that returned ErrNoFreshReplica instead of falling back (FallbackError), by reason."),
 		retries: counter("pgreplica.read.retries", "{retry}",

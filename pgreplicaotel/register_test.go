@@ -54,8 +54,10 @@ func TestRegister(t *testing.T) {
 	equal("pgreplica.reads", float64(want.ReplicaReads), "route", "replica")
 	equal("pgreplica.reads", float64(want.PrimaryReads), "route", "primary")
 	equal("pgreplica.reads", float64(want.FallbackReads), "route", "fallback")
-	for _, reason := range []string{pgreplica.ReasonTimeout, pgreplica.ReasonNoReplica} {
+	for _, reason := range []string{pgreplica.ReasonTimeout, pgreplica.ReasonNoReplica, pgreplica.ReasonConflict} {
 		equal("pgreplica.read.fallbacks", float64(want.Fallbacks[reason]), "reason", reason)
+	}
+	for _, reason := range []string{pgreplica.ReasonTimeout, pgreplica.ReasonNoReplica} {
 		equal("pgreplica.read.failures", float64(want.FailedReads[reason]), "reason", reason)
 	}
 	equal("pgreplica.tokened_reads", float64(want.TokenedReads))

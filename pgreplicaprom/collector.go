@@ -43,7 +43,7 @@ func NewCollector(c *pgreplica.Connector, opts ...Option) *Collector {
 		reads: desc("reads_total",
 			"Reads by where they ran: replica, primary (required by the statement or context), fallback (primary because no replica qualified), or recent_write (primary because the read needed a write too young for any replica).", "route"),
 		fallbacks: desc("read_fallbacks_total",
-			"Reads that fell back to the primary, by reason (timeout: no replica replayed the position within the wait budget; no_replica: no healthy replica within the lag bounds).", "reason"),
+			"Reads that fell back to the primary, by reason (timeout: no replica replayed the position within the wait budget; no_replica: no healthy replica within the lag bounds; conflict: replay conflicts cancelled it on the replicas, or its statement kept conflicting lately).", "reason"),
 		failed: desc("reads_failed_total",
 			"Reads that returned ErrNoFreshReplica instead of falling back (FallbackError), by reason.", "reason"),
 		tokened: desc("tokened_reads_total",

@@ -59,7 +59,7 @@ func ExampleNewCollector() {
 	// pgreplica_node_reads_eligible GAUGE 2
 	// pgreplica_node_role GAUGE 2
 	// pgreplica_node_up GAUGE 2
-	// pgreplica_read_fallbacks_total COUNTER 2
+	// pgreplica_read_fallbacks_total COUNTER 3
 	// pgreplica_read_hedges_total COUNTER 3
 	// pgreplica_read_retries_total COUNTER 3
 	// pgreplica_reads_failed_total COUNTER 2

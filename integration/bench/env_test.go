@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,6 +78,10 @@ type env struct {
 	// insertIDSQL inserts a row with an id chosen by the caller, for a
 	// benchmark that reads that row back.
 	insertIDSQL string
+	// conns are the *sql.Conn of each handle with its prepared
+	// statements (stmtsInTx), closed with tb.
+	connsMu sync.Mutex
+	conns   map[*sql.DB]*connStmts
 }
 
 // createTable (re)creates table on the primary with seedRows rows.
@@ -109,7 +114,13 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 		insertSQL:   "INSERT INTO " + table + " (v) VALUES ($1)",
 		returnSQL:   "INSERT INTO " + table + " (v) VALUES ($1) RETURNING id",
 		insertIDSQL: "INSERT INTO " + table + " (id, v) VALUES ($1, $2)",
+		conns:       map[*sql.DB]*connStmts{},
 	}
+	tb.Cleanup(func() {
+		for _, cs := range e.conns {
+			cs.conn.Close()
+		}
+	})
 	e.primary = openDB(tb, directName(drv), ep.nodeDSN(cluster.Primary()))
 	e.replica = openDB(tb, directName(drv), ep.nodeDSN(1))
 	routed := ep.clusterDSN() + "&pgreplica_driver=" + drv + "&application_name=pgreplica_bench"
@@ -252,8 +263,64 @@ var (
 	readWriteTx = workload{
 		name: "ReadWriteTx", run: insertInTx, direct: onPrimary, routed: onWriter,
 	}
-	workloads = []workload{readEventual, readSpread, readProcess, readToken, readSession, insertExec, insertReturning, readOnlyTx, readWriteTx}
+	// txStmt is go-tpc's shape: statements prepared once on a *sql.Conn,
+	// used through Tx.Stmt in every transaction (a row locked, then a
+	// write).
+	txStmt = workload{
+		name: "TxPreparedStmt", run: stmtsInTx, direct: onPrimary, routed: onWriter,
+	}
+	workloads = []workload{readEventual, readSpread, readProcess, readToken, readSession, insertExec, insertReturning, readOnlyTx, readWriteTx, txStmt}
 )
+
+// connStmts are a *sql.Conn of one handle and the statements prepared on
+// it, for stmtsInTx; made on first use, kept for the handle's life.
+type connStmts struct {
+	conn         *sql.Conn
+	lock, insert *sql.Stmt
+}
+
+func stmtsOn(ctx context.Context, e *env, db *sql.DB) (*connStmts, error) {
+	e.connsMu.Lock()
+	defer e.connsMu.Unlock()
+	if cs := e.conns[db]; cs != nil {
+		return cs, nil
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs := &connStmts{conn: conn}
+	if cs.lock, err = conn.PrepareContext(ctx, e.selectSQL+" FOR UPDATE"); err == nil {
+		cs.insert, err = conn.PrepareContext(ctx, e.insertSQL)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	e.conns[db] = cs
+	return cs, nil
+}
+
+func stmtsInTx(ctx context.Context, e *env, db *sql.DB, i int) error {
+	cs, err := stmtsOn(ctx, e, db)
+	if err != nil {
+		return err
+	}
+	tx, err := cs.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	var v string
+	if err := tx.StmtContext(ctx, cs.lock).QueryRowContext(ctx, rowID(i)).Scan(&v); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if _, err := tx.StmtContext(ctx, cs.insert).ExecContext(ctx, "x"); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
 
 func rowID(i int) int64 { return int64(i%seedRows + 1) }
 
