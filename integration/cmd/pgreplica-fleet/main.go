@@ -29,7 +29,8 @@
 // over -idle it measures every server's statements and CPU time a second.
 //
 // It prints one markdown table (stdout; progress goes to stderr) and the
-// ratios pgreplica/pgx of statements and CPU per write. The servers run
+// ratios pgreplica/pgx of statements and CPU per write; -statements also
+// prints on stderr what the primary ran in each window, by statement. The servers run
 // with fsync off and autovacuum off (noise in a CPU window), and with
 // max_connections = 500 for 48 processes of each side. The cluster and
 // the workers go at the end, on an error, and on Ctrl-C or SIGTERM;
@@ -64,6 +65,7 @@ type options struct {
 	readRate  float64
 	timeout   time.Duration
 	binDir    string
+	byQuery   bool
 }
 
 // sides are compared in this order for every P.
@@ -100,6 +102,7 @@ func run(ctx context.Context, args []string) int {
 	fs.Float64Var(&o.readRate, "reads", 4, "reads a second per worker")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each statement and of a worker's connect")
 	fs.StringVar(&o.binDir, "bindir", "", "PostgreSQL server binaries (default: $PGREPLICA_PG_BIN, else the newest /usr/lib/postgresql/*/bin)")
+	fs.BoolVar(&o.byQuery, "statements", false, "print on stderr the primary's statements per write of each window, by statement")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -260,6 +263,13 @@ func runOne(ctx context.Context, cl *integration.Cluster, m *meter, exe string, 
 		return r, err
 	}
 
+	// The breakdown by statement is read outside the CPU window.
+	var queriesBefore, queriesAfter map[string]int64
+	if o.byQuery {
+		if queriesBefore, err = m.byQuery(ctx, p); err != nil {
+			return r, err
+		}
+	}
 	primary := []int{p}
 	before, err := m.read(ctx, primary, false)
 	if err != nil {
@@ -271,6 +281,11 @@ func runOne(ctx context.Context, cl *integration.Cluster, m *meter, exe string, 
 	after, err := m.read(ctx, primary, true)
 	if err != nil {
 		return r, err
+	}
+	if o.byQuery {
+		if queriesAfter, err = m.byQuery(ctx, p); err != nil {
+			return r, err
+		}
 	}
 	conns, err := m.connections(ctx)
 	if err != nil {
@@ -309,7 +324,29 @@ func runOne(ctx context.Context, cl *integration.Cluster, m *meter, exe string, 
 	}
 	r = newResult(side, n, o, p, cl.Port(p), sink, before, after, idleBefore, idleAfter)
 	r.conns, r.idleConns = conns, idleConns
+	if o.byQuery {
+		logQueries(queriesBefore, queriesAfter, r.writes)
+	}
 	return r, nil
+}
+
+// logQueries prints on stderr the calls per write of each statement the
+// primary ran between two readings of meter.byQuery, most first.
+func logQueries(before, after map[string]int64, writes int) {
+	type row struct {
+		query string
+		calls int64
+	}
+	var rows []row
+	for q, n := range after {
+		if d := n - before[q]; d > 0 {
+			rows = append(rows, row{strings.Join(strings.Fields(q), " "), d})
+		}
+	}
+	slices.SortFunc(rows, func(a, b row) int { return int(b.calls - a.calls) })
+	for _, r := range rows {
+		fmt.Fprintf(os.Stderr, "    %7.3f/write %7d  %.100s\n", float64(r.calls)/float64(max(writes, 1)), r.calls, r.query)
+	}
 }
 
 // eachWorker sends cmd (if not empty) to every worker, then waits until

@@ -23,6 +23,8 @@ const meterApp = "pgreplica-fleet-meter"
 const (
 	statementsSQL = `SELECT coalesce(sum(calls), 0)::bigint AS fleet_meter
  FROM pg_stat_statements WHERE query NOT LIKE '%fleet_meter%'`
+	byQuerySQL = `SELECT query AS fleet_meter, sum(calls)::bigint
+ FROM pg_stat_statements WHERE query NOT LIKE '%fleet_meter%' GROUP BY query`
 	connectionsSQL = `SELECT count(*) AS fleet_meter FROM pg_stat_activity
  WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
  AND application_name <> '` + meterApp + `'`
@@ -130,6 +132,31 @@ func (m *meter) statements(ctx context.Context, i int) (int64, error) {
 		return 0, fmt.Errorf("meter: statements of node %d: %w", i, err)
 	}
 	return n, nil
+}
+
+// byQuery returns the calls so far on node i of each statement, by its
+// normalised text, or nil without pg_stat_statements.
+func (m *meter) byQuery(ctx context.Context, i int) (map[string]int64, error) {
+	if !m.pss {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, meterTimeout)
+	defer cancel()
+	rows, err := m.dbs[i].QueryContext(ctx, byQuerySQL)
+	if err != nil {
+		return nil, fmt.Errorf("meter: statements of node %d: %w", i, err)
+	}
+	defer rows.Close()
+	calls := map[string]int64{}
+	for rows.Next() {
+		var q string
+		var n int64
+		if err := rows.Scan(&q, &n); err != nil {
+			return nil, err
+		}
+		calls[q] = n
+	}
+	return calls, rows.Err()
 }
 
 // cpu returns node i's CPU time so far, or -1.
