@@ -4,11 +4,14 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/pgreplica/pgreplica/integration"
 )
 
 // primaryMeter reads how much work the primary has done so far: the
 // statements it ran, from pg_stat_statements (as TestRoundTrips counts
-// them), and the CPU time of all its processes (serverCPU). A benchmark
+// them), and the CPU time of all its processes (integration.ServerCPU). A
+// benchmark
 // reads it before and after a run of writes and divides the difference by
 // the writes, so that "what a write costs the primary" is measured on the
 // server, whatever the driver does to get there: pgreplica's captures of
@@ -32,7 +35,7 @@ func newPrimaryMeter(tb testing.TB, ctx context.Context) *primaryMeter {
 	m := &primaryMeter{stmts: newStatementCounter(tb, ctx), node: cluster.Primary()}
 	pid, err := cluster.PID(m.node)
 	if err == nil {
-		_, err = serverCPU(pid)
+		_, err = integration.ServerCPU(pid)
 	}
 	if err != nil {
 		tb.Logf("the primary's CPU time is not measured: %v", err)
@@ -63,7 +66,7 @@ func (m *primaryMeter) cpu(tb testing.TB) time.Duration {
 	if m.pid == 0 {
 		return -1
 	}
-	d, err := serverCPU(m.pid)
+	d, err := integration.ServerCPU(m.pid)
 	if err != nil {
 		tb.Fatalf("the primary's CPU time: %v", err)
 	}

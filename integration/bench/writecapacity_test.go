@@ -53,7 +53,7 @@ const capacityBlock = 1024
 //     ran (pg_stat_statements, sum(calls), pgreplica's topology probe
 //     excluded) per write;
 //   - direct-cpu-us/write, pgreplica-cpu-us/write: CPU time of the
-//     primary's postmaster and all its processes (serverCPU) per write,
+//     primary's postmaster and all its processes (integration.ServerCPU) per write,
 //     in µs, and ratio-cpu/write, pgreplica's over direct's. The
 //     background work of both handles (pgreplica's monitor probes the
 //     primary a few times a second) runs during both sides' turns.

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/pgreplica/pgreplica/integration"
@@ -59,7 +55,7 @@ func newMeter(ctx context.Context, cl *integration.Cluster, pss bool) (*meter, e
 		}
 		pid, err := cl.PID(i)
 		if err == nil {
-			_, err = serverCPU(pid)
+			_, err = integration.ServerCPU(pid)
 		}
 		if err != nil {
 			logf("node %d's CPU time is not measured: %v", i, err)
@@ -164,7 +160,7 @@ func (m *meter) cpu(i int) time.Duration {
 	if m.pids[i] == 0 {
 		return -1
 	}
-	d, err := serverCPU(m.pids[i])
+	d, err := integration.ServerCPU(m.pids[i])
 	if err != nil {
 		return -1
 	}
@@ -183,76 +179,4 @@ func (m *meter) connections(ctx context.Context) ([]int, error) {
 		}
 	}
 	return conns, nil
-}
-
-// userHZ is the unit of the times in /proc/<pid>/stat (USER_HZ).
-const userHZ = 100
-
-// serverCPU returns the CPU time a server has used so far: its postmaster
-// pm, every live process whose parent pm is (backends, WAL senders and
-// receiver, startup, checkpointer, …) and, through pm's cutime and
-// cstime, the children pm has reaped. A live process's own time is read
-// from /proc/<pid>/schedstat (ns), else from its utime and stime (ticks).
-// Linux only: elsewhere it fails.
-func serverCPU(pm int) (time.Duration, error) {
-	root, err := readProc(pm)
-	if err != nil {
-		return 0, err
-	}
-	total := root.own + root.reaped
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pm {
-			continue
-		}
-		p, err := readProc(pid)
-		if err != nil || p.parent != pm {
-			continue // gone meanwhile, or not the server's
-		}
-		total += p.own + p.reaped
-	}
-	return total, nil
-}
-
-// procCPU is what /proc says of one process's CPU time.
-type procCPU struct {
-	parent int
-	own    time.Duration
-	reaped time.Duration // children exited and waited for
-}
-
-func readProc(pid int) (procCPU, error) {
-	dir := "/proc/" + strconv.Itoa(pid)
-	b, err := os.ReadFile(dir + "/stat")
-	if err != nil {
-		return procCPU{}, err
-	}
-	// After the command name, in parentheses, field 3 of proc(5) (the
-	// state) comes first: field k is f[k-3].
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procCPU{}, errors.New(dir + "/stat: no command name")
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 17-2 {
-		return procCPU{}, fmt.Errorf("%s/stat: %d fields", dir, len(f)+2)
-	}
-	n := func(k int) int64 {
-		v, _ := strconv.ParseInt(string(f[k-3]), 10, 64)
-		return v
-	}
-	ticks := func(a, b int) time.Duration { return time.Duration(n(a)+n(b)) * time.Second / userHZ }
-	p := procCPU{parent: int(n(4)), own: ticks(14, 15), reaped: ticks(16, 17)}
-	if b, err := os.ReadFile(dir + "/schedstat"); err == nil {
-		if ns := bytes.Fields(b); len(ns) > 0 {
-			if v, err := strconv.ParseInt(string(ns[0]), 10, 64); err == nil {
-				p.own = time.Duration(v)
-			}
-		}
-	}
-	return p, nil
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package integration
 
 import (
 	"bytes"
@@ -14,10 +14,10 @@ import (
 // in clock ticks of 1/100 s on every architecture (USER_HZ).
 const userHZ = 100
 
-// serverCPU returns the CPU time a PostgreSQL server has used so far, all
-// of its processes together: the postmaster pm, every live process whose
-// parent it is (backends, WAL senders, WAL writer, checkpointer,
-// autovacuum, …) and, through pm's cutime and cstime, the children that
+// ServerCPU returns the CPU time a PostgreSQL server has used so far, all
+// of its processes together: the postmaster pm (Cluster.PID), every live
+// process whose parent it is (backends, WAL senders, WAL writer,
+// checkpointer, autovacuum, …) and, through pm's cutime and cstime, the children that
 // have exited and been reaped. A benchmark takes the difference over a
 // run, so what the server spends on the benchmark's statements, their WAL
 // and its shipping to the replicas shows up wherever it is spent.
@@ -27,7 +27,7 @@ const userHZ = 100
 // 10 ms ticks and would blur a block of a few thousand writes. pm is read
 // before its children, so a child that exits meanwhile can be missed but
 // never counted twice.
-func serverCPU(pm int) (time.Duration, error) {
+func ServerCPU(pm int) (time.Duration, error) {
 	root, err := readProcTimes(pm)
 	if err != nil {
 		return 0, err
