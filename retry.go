@@ -23,7 +23,7 @@ const (
 // having changed pl to say where:
 //
 //   - a replica refused it as a write (SQLSTATE 25006): to the primary as
-//     a write, and query is remembered (refusedStatements);
+//     a write, and query is remembered (statementSet);
 //   - a replica lost the connection: once to another replica;
 //   - a replica cancelled it for a replay conflict: once to another
 //     replica, then, as other replicas replay the same WAL, to the
