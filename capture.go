@@ -43,26 +43,17 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtClass) bool {
 }
 
 // wrote records a write that committed under pl: it takes a ticket (see
-// clusterMarks) and hands it to the plan's session as a pending position.
-// Nothing is sent now, nor later for the write alone: the monitor's next
-// probe of the primary covers it for free, and whatever needs its position
-// before that (a read that must see it on a replica, a Token, Snapshot or
-// LSN call) reads it then, shared with everyone who waits. A write nobody
-// reads back costs the primary nothing more than the inner driver's own
-// statements. An asynchronous commit is the exception: the probe reads
-// the flush position, which may be behind it, so a capture of the insert
-// position is scheduled.
+// clusterMarks), hands it to the plan's session as a pending position,
+// and schedules a background capture. Nothing is sent now: the caller has
+// its result with the inner driver's own round trips and statements.
 func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 	m := c.marksOf(pl.topo)
-	async = async || p.mayCommitAsync(pl.topo, stmtClass{})
-	t := m.issue(true, pl.session == nil, async)
+	t := m.issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtClass{}))
 	if m.capturer.Load() != c {
 		m.capturer.Store(c) // the latest writer can read its position
 	}
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, true)
-	if async {
-		c.captureSoon(m)
-	}
+	c.captureSoon(m)
 }
 
 // readOnPrimary records that a session read on the primary: a capture
@@ -76,10 +67,7 @@ func (c *Connector) readOnPrimary(pl *plan, p *physical) {
 		return
 	}
 	m := c.marksOf(pl.topo)
-	async := p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtClass{})
-	t := m.issue(false, false, async)
+	t := m.issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtClass{}))
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, false)
-	if async {
-		c.captureSoon(m)
-	}
+	c.captureSoon(m)
 }

@@ -138,31 +138,6 @@ func (mc *mockCluster) expectLSNCapture(node int, lsn string) {
 	mc.mocks[node].ExpectQuery(flushLSNSQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow(lsn))
 }
 
-// TestWriteNobodyReadsCostsNoCapture: a write's position is read only
-// when something needs it: nothing is sent after the write alone (the
-// monitor's next probe of the primary would cover it), and the first
-// operation that needs it reads it then.
-func TestWriteNobodyReadsCostsNoCapture(t *testing.T) {
-	mc := newMockCluster(t, 1, nil)
-	mc.mocks[0].ExpectExec("UPDATE t SET x = 1").WillReturnResult(sqlmock.NewResult(0, 1))
-	if _, err := mc.db.Exec("UPDATE t SET x = 1"); err != nil {
-		t.Fatal(err)
-	}
-	// A background capture was due captureDelay after the write; the
-	// absence of one can only be waited for.
-	time.Sleep(10 * captureDelay)
-	if n := mc.c.Stats().LSNCaptures; n != 0 {
-		t.Fatalf("%d captures after a write nobody read back, want 0", n)
-	}
-	mc.expectLSNCapture(0, "0/300")
-	if got := mc.processLSN(); got != 0x300 {
-		t.Fatalf("process watermark %s, want 0/300 read on demand", got)
-	}
-	if n := mc.c.Stats().LSNCaptures; n != 1 {
-		t.Fatalf("%d captures, want the one on demand", n)
-	}
-}
-
 func TestRouteExecGoesToPrimaryAndCapturesLSN(t *testing.T) {
 	mc := newMockCluster(t, 2, nil)
 	mc.mocks[0].ExpectExec("UPDATE t SET x = 1").WillReturnResult(sqlmock.NewResult(0, 1))

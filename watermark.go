@@ -25,15 +25,12 @@ var processWatermarks sync.Map // system identifier → *clusterMarks
 // statement per write. It takes a ticket when it has committed; a capture
 // (one SELECT of the primary's flush or insert position) covers every
 // ticket issued before it was sent, because every such commit was durable
-// and visible before the capture ran. The monitor's probes of the primary
-// read its flush position anyway: each covers every ticket issued before
-// it was sent, for free. Captures run only on demand, one at a time, each
-// covering all the tickets since the last, when an operation needs a
-// position still pending: a read that must see the write on a replica, a
-// Session's Token; and in the background shortly after an asynchronous
-// commit, which the probe's flush position may not cover. Reads of a
-// session on the primary take tickets too: a capture or probe after the
-// read bounds what it saw.
+// and visible before the capture ran. Captures run in the background
+// shortly after writes, one at a time, each covering all the writes since
+// the last, and on demand when an operation needs a position that is
+// still pending: a read that must see the write on a replica, a Session's
+// Token. Reads of a session on the primary take tickets too: a capture
+// after the read bounds what it saw.
 //
 // There are two watermarks. all covers every write: reads without a
 // requirement must see it. shared covers the writes made without a
@@ -255,8 +252,7 @@ func (c *Connector) closeCaptureConn() {
 	}
 }
 
-// captureDelay is how long after an asynchronous commit (or a session's
-// read on the primary after one) the background capture starts:
+// captureDelay is how long after a write the background capture starts:
 // long enough that one statement covers the writes of many concurrent
 // writers (measured: 1.02 statements per write at 16 writers, 1.05 at
 // one; 2 ms gave 1.04 and 1.12 and cost the primary more CPU), short
@@ -287,23 +283,20 @@ func (c *Connector) captureSoon(m *clusterMarks) {
 	})
 }
 
-// flushCaptures reads the positions still pending (Close calls it after
-// marking the connector closed, so none is scheduled after it): the
+// flushCaptures runs a scheduled background capture now (Close calls it
+// after marking the connector closed, so none is scheduled after it): the
 // writes of a closing connector keep their positions for the rest of the
-// process, and its sessions' tokens can still be read. A write the
-// monitor's probe covered costs nothing here.
+// process.
 func (c *Connector) flushCaptures() {
 	c.captureMu.Lock()
 	stopped := c.captureTimer != nil && c.captureTimer.Stop()
 	c.captureMu.Unlock()
-	if stopped {
-		defer c.wg.Done()
-		c.captureScheduled.Store(false)
-	}
-	m := c.marksFor(c.topo.Load().sysid)
-	if m.covered.Load() >= m.issued.Load() {
+	if !stopped {
 		return
 	}
+	defer c.wg.Done()
+	c.captureScheduled.Store(false)
+	m := c.marksFor(c.topo.Load().sysid)
 	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.ConnectTimeout, time.Second))
 	defer cancel()
 	m.resolve(ctx, c, m.issued.Load())
