@@ -254,8 +254,10 @@ func TestSparseWritesLag(t *testing.T) {
 	// replayed position and lag: a late probe repeats one).
 	events := [3]map[string]bool{{}, {}, {}}
 	seen := map[int]int{}
+	excused := 0 // reads on the primary while every replica reported a lag over the bound
 	end := time.Now().Add(5 * time.Second)
 	for time.Now().Before(end) {
+		allOver := true
 		for i := 1; i < cluster.Len(); i++ {
 			ns := status(t, cn, cluster, i)
 			lags[i] = append(lags[i], ns.LagTime)
@@ -263,12 +265,16 @@ func TestSparseWritesLag(t *testing.T) {
 				bad = append(bad, describe(ns))
 				events[i][fmt.Sprintf("%s %v", ns.LSN, ns.LagTime)] = true
 			}
+			allOver = allOver && ns.LagTime > 100*time.Millisecond
 		}
 		n, err := servedBy(ev, db, cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
 		seen[n]++
+		if n == 0 && allOver {
+			excused++ // the one real lag a replica may show (above): the primary rightly served it
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	w.stop(t)
@@ -284,7 +290,8 @@ func TestSparseWritesLag(t *testing.T) {
 			t.Errorf("replica %d answered %d probes with LagTime >= %v although it replays each write within milliseconds", i, len(events[i]), near)
 		}
 	}
-	if seen[0] > 0 {
-		t.Errorf("%d of %d eventual reads went to the primary: a caught-up replica was taken to be over pgreplica_max_lag=100ms", seen[0], seen[0]+seen[1]+seen[2])
+	if seen[0] > excused {
+		t.Errorf("%d of %d eventual reads went to the primary (%d while every replica reported a lag over the bound): a caught-up replica was taken to be over pgreplica_max_lag=100ms",
+			seen[0], seen[0]+seen[1]+seen[2], excused)
 	}
 }
