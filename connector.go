@@ -52,10 +52,9 @@ type Connector struct {
 	captureScheduled atomic.Bool
 	captureMu        sync.Mutex
 	captureTimer     *time.Timer
-	// captureConn is the primary connection captures run on.
+	// captureClosed, under captureConnMu, stops captures from opening a
+	// connection of their own after Close (readPrimaryLSN).
 	captureConnMu sync.Mutex
-	captureConn   driver.Conn
-	captureNode   *node
 	captureClosed bool
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
@@ -115,7 +114,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 			// zone with the client's stops at the pointers.
 			h.Zone = c.settings.zone
 		}
-		n := &node{idx: i, host: h, name: hostName(h), inner: ic, wakeCh: make(chan struct{}, 1)}
+		n := &node{idx: i, host: h, name: hostName(h), inner: ic, wakeCh: make(chan struct{}, 1), probeLock: newConnLock()}
 		if n.pool, err = newHostPool(n, ic, &c.cfg); err != nil {
 			return nil, err
 		}

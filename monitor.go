@@ -49,10 +49,12 @@ func (m *monitor) run(ctx context.Context) {
 
 func (m *monitor) loop(ctx context.Context, n *node) {
 	defer func() {
+		n.probeLock.lock(context.Background()) // a capture ends within a probe timeout
 		if n.probeConn != nil {
 			n.probeConn.Close()
 			n.probeConn = nil
 		}
+		n.probeLock.unlock()
 	}()
 	for {
 		// A probe of the primary reads its position after every write
@@ -67,7 +69,11 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 		// stops answering is down that long after the probe was sent. The
 		// timeout closes the socket, because lib/pq answers a cancelled
 		// context by asking the server to cancel, which a frozen server
-		// never does.
+		// never does. A capture borrowing the connection is waited for
+		// (it too ends within ProbeTimeout).
+		if n.probeLock.lock(ctx) != nil {
+			return
+		}
 		timeout := m.c.cfg.ProbeTimeout
 		if n.probeConn == nil {
 			timeout += m.c.cfg.ConnectTimeout
@@ -86,6 +92,7 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 			}
 		}
 		cancel()
+		n.probeLock.unlock()
 		if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {
 			// pg_current_wal_flush_lsn() is past every synchronous commit
 			// that returned before the probe.

@@ -137,12 +137,20 @@ type node struct {
 	// probesStarted counts probes sent (a probe may be under way).
 	probesStarted atomic.Int64
 
-	// probeConn and failures belong to the node's monitor goroutine.
+	// probeLock guards probeConn and what belongs to it (probeConnAt,
+	// probeSocks, probeFailed, denied, user): the monitor loop holds it
+	// for a probe, a capture while it borrows the connection
+	// (probeconn.go). failures belongs to the monitor loop.
+	probeLock   connLock
 	probeConn   driver.Conn
 	probeConnAt time.Time
 	// probeSocks are probeConn's sockets, closed when a probe times out.
 	probeSocks sockets
-	failures   int
+	// probeFailed is why a borrowed probe connection was closed when the
+	// server did not answer in a probe's time: the next probe reports it
+	// rather than connect again first.
+	probeFailed error
+	failures    int
 	// denied and user are what checkPrivileges found when probeConn
 	// connected.
 	denied probeFn
@@ -240,6 +248,10 @@ func (n *node) probe(ctx context.Context) *nodeStatus {
 
 func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	fresh := n.probeConn == nil
+	if err := n.probeFailed; err != nil {
+		n.probeFailed = nil
+		return nil, err
+	}
 	if fresh {
 		if err := checkSingleAddress(ctx, n.host.Addr, net.DefaultResolver.LookupHost); err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package pgreplica
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,49 +208,43 @@ func (m *clusterMarks) cover(ticket uint64, lsn LSN) {
 }
 
 // readPrimaryLSN reads the primary's flush position (the insert position
-// when a commit may have been asynchronous) on a connection of its own,
-// kept for captures: they never wait for a pooled connection behind the
-// statements they serve, nor take one from them.
+// when a commit may have been asynchronous) on the primary's probe
+// connection (probeconn.go): captures never wait for a pooled connection
+// behind the statements they serve, nor take one from them, and cost the
+// primary no connection of their own. Only while there is no probe
+// connection (before the first probe, after a failed one) does a capture
+// open a connection, for itself and for that once.
 func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
+	t := c.topo.Load()
+	pv := t.primaryNode()
+	if pv == nil {
+		return 0, t.writeErr
+	}
+	lsn, err := pv.n.queryLSNOnProbeConn(ctx, lsnSQL(async), c.cfg.ProbeTimeout)
+	if !errors.Is(err, errNoProbeConn) {
+		return lsn, err
+	}
 	c.captureConnMu.Lock()
 	defer c.captureConnMu.Unlock()
 	if c.captureClosed {
 		return 0, ErrClosed
 	}
-	pv := c.topo.Load().primaryNode()
-	if pv == nil {
-		return 0, c.topo.Load().writeErr
-	}
-	if c.captureConn != nil && c.captureNode != pv.n {
-		c.captureConn.Close() // the primary changed
-		c.captureConn = nil
-	}
-	if c.captureConn == nil {
-		cctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
-		conn, err := pv.n.inner.Connect(cctx)
-		cancel()
-		if err != nil {
-			return 0, err
-		}
-		c.captureConn, c.captureNode = conn, pv.n
-	}
-	lsn, err := queryLSN(ctx, c.captureConn, lsnSQL(async))
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	conn, err := pv.n.inner.Connect(cctx)
+	cancel()
 	if err != nil {
-		c.captureConn.Close()
-		c.captureConn = nil
+		return 0, err
 	}
-	return lsn, err
+	defer conn.Close()
+	return queryLSN(ctx, conn, lsnSQL(async))
 }
 
-// closeCaptureConn closes the capture connection (Close).
+// closeCaptureConn stops captures from opening connections (Close), once
+// one under way has ended.
 func (c *Connector) closeCaptureConn() {
 	c.captureConnMu.Lock()
 	defer c.captureConnMu.Unlock()
 	c.captureClosed = true
-	if c.captureConn != nil {
-		c.captureConn.Close()
-		c.captureConn = nil
-	}
 }
 
 // captureDelay is how long after a write the background capture starts:

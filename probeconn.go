@@ -1,0 +1,68 @@
+package pgreplica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The probe connection is shared: the monitor's loop holds it for each
+// probe, and a capture of the primary's position (watermark.go) borrows
+// it between probes instead of keeping a connection of its own. A
+// process then holds one connection on each server beyond what its pools
+// need, whatever it writes.
+
+// connLock is a mutex a waiter can give up on when its context ends.
+type connLock chan struct{}
+
+func newConnLock() connLock { return make(connLock, 1) }
+
+func (l connLock) lock(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l connLock) unlock() { <-l }
+
+// errNoProbeConn: the node has no open probe connection to lend (before
+// its first probe, after a failed one, or after Close).
+var errNoProbeConn = errors.New("pgreplica: no probe connection open")
+
+// queryLSNOnProbeConn runs query, which returns one position, on the
+// node's probe connection. It waits for a probe under way, and gives the
+// query the probe timeout: a primary that does not answer a one-value
+// SELECT in that time would fail its next probe too, and the monitor must
+// not wait longer than a probe's time to send one. Such a timeout counts
+// as a failed probe (probeOnce reports it): a frozen primary is marked
+// down as soon as if a probe had found it.
+func (n *node) queryLSNOnProbeConn(ctx context.Context, query string, timeout time.Duration) (LSN, error) {
+	if err := n.probeLock.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer n.probeLock.unlock()
+	if n.probeConn == nil {
+		return 0, errNoProbeConn
+	}
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// As for a probe: closing the socket is the one way to stop lib/pq
+	// waiting for a server that answers nothing.
+	stop := context.AfterFunc(qctx, func() { n.probeSocks.close() })
+	lsn, err := queryLSN(qctx, n.probeConn, query)
+	if stop() && err == nil {
+		return lsn, nil
+	}
+	n.probeConn.Close()
+	n.probeConn = nil
+	if ctx.Err() == nil && qctx.Err() != nil {
+		err = fmt.Errorf("no answer within %v to a read of the primary's position: %w", timeout, qctx.Err())
+		n.probeFailed = err
+	}
+	n.poke()
+	return 0, err
+}
