@@ -96,7 +96,11 @@ type Config struct {
 	// means any healthy replica.
 	StaleFallbackLag time.Duration
 	// MaxPrimaryFallbacks bounds concurrent reads that fell back to the
-	// primary; default 0 means MaxConnsPerHost/2 (at least 1).
+	// primary; default 5. It protects the primary, whose capacity does
+	// not depend on this process's pool: it does not follow
+	// MaxConnsPerHost. Reads that fell back share the primary's pool with
+	// writes, so when it is the larger, they may wait for a connection as
+	// writes do.
 	MaxPrimaryFallbacks int
 	// FallbackWait bounds how long a read that falls back waits, in order
 	// of arrival, for one of the MaxPrimaryFallbacks slots before it fails
@@ -143,6 +147,9 @@ const (
 	defaultProbeTimeout     = time.Second
 	defaultHedgeDelay       = 50 * time.Millisecond
 	defaultMaxHedgePercent  = 5
+	// defaultMaxPrimaryFallbacks: what MaxConnsPerHost/2 gave at the
+	// default pool size, before the bound stopped following it.
+	defaultMaxPrimaryFallbacks = 5
 )
 
 // Consistency is the guarantee a read gets when its context carries no

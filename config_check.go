@@ -32,7 +32,7 @@ func (c Config) withDefaults() Config {
 	c.WaitBudget = cmp.Or(c.WaitBudget, defaultWaitBudget)
 	c.FallbackWait = cmp.Or(c.FallbackWait, defaultFallbackWait)
 	c.Fallback = cmp.Or(c.Fallback, FallbackPrimary)
-	c.MaxPrimaryFallbacks = cmp.Or(c.MaxPrimaryFallbacks, max(1, c.MaxConnsPerHost/2))
+	c.MaxPrimaryFallbacks = cmp.Or(c.MaxPrimaryFallbacks, defaultMaxPrimaryFallbacks)
 	// DefaultConsistency (ConsistencyProcess) and Policy (PolicyRoundRobin)
 	// default to their zero values.
 	return c
@@ -79,7 +79,7 @@ func (c Config) validate() error {
 		return errBadConfigf("MaxHedgePercent is %d; want 1 to 100, or 0 for the default %d", c.MaxHedgePercent, defaultMaxHedgePercent)
 	}
 	if c.MaxPrimaryFallbacks < 0 {
-		return errBadConfigf("MaxPrimaryFallbacks is %d; want > 0, or 0 for max(1, MaxConnsPerHost/2)", c.MaxPrimaryFallbacks)
+		return errBadConfigf("MaxPrimaryFallbacks is %d; want > 0, or 0 for the default %d", c.MaxPrimaryFallbacks, defaultMaxPrimaryFallbacks)
 	}
 	for _, d := range [...]struct {
 		name string

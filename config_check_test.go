@@ -45,10 +45,10 @@ func TestWithDefaults(t *testing.T) {
 			c.Driver, c.MaxConnsPerHost, c.WaitBudget, c.Fallback, c.MaxPrimaryFallbacks = DriverPq, 4, time.Second, FallbackError, 9
 			c.DefaultConsistency, c.Policy, c.HealthCheckAfter = ConsistencyPrimary, PolicyLatency, 3*time.Second
 		})},
-		{"fallbacks follow pool size", Config{Hosts: []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)}, MaxConnsPerHost: 40},
-			full(func(c *Config) { c.MaxConnsPerHost, c.MaxPrimaryFallbacks = 40, 20 })},
-		{"at least one fallback", Config{Hosts: []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)}, MaxConnsPerHost: 1},
-			full(func(c *Config) { c.MaxConnsPerHost, c.MaxPrimaryFallbacks = 1, 1 })},
+		{"fallbacks do not follow a larger pool", Config{Hosts: []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)}, MaxConnsPerHost: 40},
+			full(func(c *Config) { c.MaxConnsPerHost = 40 })},
+		{"fallbacks do not follow a smaller pool", Config{Hosts: []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)}, MaxConnsPerHost: 1},
+			full(func(c *Config) { c.MaxConnsPerHost = 1 })},
 		{"negative health check kept", Config{Hosts: []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)}, HealthCheckAfter: -1},
 			full(func(c *Config) { c.HealthCheckAfter = -1 })},
 		{"zones and params kept", Config{Hosts: []Host{dsnHostZ("h1", 0, "a"), dsnHostZ("h2", 5433, "b")}, Params: map[string]string{"sslmode": "disable"}, Zone: "a"},

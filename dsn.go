@@ -72,7 +72,7 @@ import (
 //	pgreplica_fallback               when no replica qualifies: primary (default), error, or stale (untokened reads only)
 //	pgreplica_fallback_wait          longest wait for a fallback slot on the primary, > 0 (default 5s)
 //	pgreplica_stale_fallback_lag     lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)
-//	pgreplica_max_primary_fallbacks  concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))
+//	pgreplica_max_primary_fallbacks  concurrent reads fallen back to the primary, >= 0 (default 5)
 //	pgreplica_policy                 replica choice: round_robin (default), random, least_lag or latency
 //	pgreplica_zone                   the client's zone; replicas in it are preferred
 //	pgreplica_zones                  zones of the hosts, comma-separated, one per host in host order
@@ -739,7 +739,7 @@ var dsnOptions = []dsnOption{
 	{"pgreplica_fallback", "when no replica qualifies: primary (default), error, or stale (untokened reads only)", func(c *Config) dsnOptValue { return dsnEnum(&c.Fallback, fallbackNames) }},
 	{"pgreplica_fallback_wait", "longest wait for a fallback slot on the primary, > 0 (default 5s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.FallbackWait, durPositive} }},
 	{"pgreplica_stale_fallback_lag", "lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.StaleFallbackLag, durNonNegative} }},
-	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (0: max(1, max_conns_per_host/2))", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxPrimaryFallbacks} }},
+	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (default 5)", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxPrimaryFallbacks} }},
 	{"pgreplica_policy", "replica choice: round_robin (default), random, least_lag or latency", func(c *Config) dsnOptValue { return dsnEnum(&c.Policy, policyNames) }},
 	{"pgreplica_zone", "the client's zone; replicas in it are preferred", func(c *Config) dsnOptValue { return dsnStringOpt{&c.Zone} }},
 	{"pgreplica_zones", "zones of the hosts, comma-separated, one per host in host order", func(c *Config) dsnOptValue { return dsnZonesOpt{c} }},
