@@ -56,9 +56,15 @@ type Config struct {
 	// that has to connect first) when the caller's context has no earlier
 	// deadline; default 5s.
 	ConnectTimeout time.Duration
-	// MonitorInterval is how often the topology monitor polls every host;
-	// default 250ms.
+	// MonitorInterval is how often the topology monitor polls every host
+	// while the connector serves statements; default 250ms.
 	MonitorInterval time.Duration
+	// IdleMonitorInterval is how often it polls them while no statement
+	// ran for a MonitorInterval (an idle process of a fleet costs every
+	// server one probe a second); default 4 × MonitorInterval, never
+	// less than MonitorInterval. A failed statement still asks for a
+	// probe at once.
+	IdleMonitorInterval time.Duration
 	// ProbeTimeout bounds a probe on the monitor's open connection to a
 	// host: a host that stops answering (a hung VM, a stalled disk) is
 	// marked down this long after the probe was sent; default 1s.
@@ -142,6 +148,7 @@ const (
 	defaultHealthCheckAfter = time.Second
 	defaultConnectTimeout   = 5 * time.Second
 	defaultMonitorInterval  = 250 * time.Millisecond
+	idleMonitorFactor       = 4
 	defaultWaitBudget       = 150 * time.Millisecond
 	defaultFallbackWait     = 5 * time.Second
 	defaultProbeTimeout     = time.Second

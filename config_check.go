@@ -26,6 +26,7 @@ func (c Config) withDefaults() Config {
 	c.HealthCheckAfter = cmp.Or(c.HealthCheckAfter, defaultHealthCheckAfter)
 	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, defaultConnectTimeout)
 	c.MonitorInterval = cmp.Or(c.MonitorInterval, defaultMonitorInterval)
+	c.IdleMonitorInterval = max(cmp.Or(c.IdleMonitorInterval, idleMonitorFactor*c.MonitorInterval), c.MonitorInterval)
 	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, defaultProbeTimeout)
 	c.HedgeDelay = cmp.Or(c.HedgeDelay, defaultHedgeDelay)
 	c.MaxHedgePercent = cmp.Or(c.MaxHedgePercent, defaultMaxHedgePercent)
@@ -89,6 +90,7 @@ func (c Config) validate() error {
 		{"ConnMaxLifetime", c.ConnMaxLifetime},
 		{"ConnectTimeout", c.ConnectTimeout},
 		{"MonitorInterval", c.MonitorInterval},
+		{"IdleMonitorInterval", c.IdleMonitorInterval},
 		{"ProbeTimeout", c.ProbeTimeout},
 		{"WaitBudget", c.WaitBudget},
 		{"FallbackWait", c.FallbackWait},

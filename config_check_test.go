@@ -19,6 +19,7 @@ func TestWithDefaults(t *testing.T) {
 			HealthCheckAfter:    time.Second,
 			ConnectTimeout:      5 * time.Second,
 			MonitorInterval:     250 * time.Millisecond,
+			IdleMonitorInterval: time.Second,
 			ProbeTimeout:        time.Second,
 			HedgeDelay:          50 * time.Millisecond,
 			MaxHedgePercent:     5,

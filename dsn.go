@@ -63,6 +63,7 @@ import (
 //	pgreplica_health_check_after     ping connections idle this long, > 0; negative disables (default 1s)
 //	pgreplica_connect_timeout        bound on each connection attempt, > 0 (default 5s)
 //	pgreplica_monitor_interval       topology poll interval, > 0 (default 250ms)
+//	pgreplica_idle_monitor_interval  topology poll interval while no statement runs, > 0 (default 4 × monitor_interval)
 //	pgreplica_probe_timeout          a host that does not answer a probe this long is down, > 0 (default 1s)
 //	pgreplica_hedge_delay            least wait before a slow replica read is also sent to another, > 0; negative disables (default 50ms)
 //	pgreplica_max_hedge_percent      hedged reads, in percent of replica reads, 1-100 (default 5)
@@ -730,6 +731,7 @@ var dsnOptions = []dsnOption{
 	{"pgreplica_health_check_after", "ping connections idle this long, > 0; negative disables (default 1s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.HealthCheckAfter, durNonZero} }},
 	{"pgreplica_connect_timeout", "bound on each connection attempt, > 0 (default 5s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnectTimeout, durPositive} }},
 	{"pgreplica_monitor_interval", "topology poll interval, > 0 (default 250ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.MonitorInterval, durPositive} }},
+	{"pgreplica_idle_monitor_interval", "topology poll interval while no statement runs, > 0 (default 4 × monitor_interval)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.IdleMonitorInterval, durPositive} }},
 	{"pgreplica_probe_timeout", "a host that does not answer a probe this long is down, > 0 (default 1s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ProbeTimeout, durPositive} }},
 	{"pgreplica_hedge_delay", "least wait before a slow replica read is also sent to another, > 0; negative disables (default 50ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.HedgeDelay, durNonZero} }},
 	{"pgreplica_max_hedge_percent", "hedged reads, in percent of replica reads, 1-100 (default 5)", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxHedgePercent, min: 1, max: 100} }},

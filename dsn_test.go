@@ -145,6 +145,7 @@ var dsnCases = []dsnCase{
 	{name: "opt health_check_after negative disables", dsn: "host=h pgreplica_health_check_after=-1s", check: dsnField(func(c Config) time.Duration { return c.HealthCheckAfter }, -time.Second)},
 	{name: "opt connect_timeout", dsn: "host=h pgreplica_connect_timeout=10s", check: dsnField(func(c Config) time.Duration { return c.ConnectTimeout }, 10*time.Second)},
 	{name: "opt monitor_interval", dsn: "host=h pgreplica_monitor_interval=1s", check: dsnField(func(c Config) time.Duration { return c.MonitorInterval }, time.Second)},
+	{name: "opt idle_monitor_interval", dsn: "host=h pgreplica_idle_monitor_interval=2s", check: dsnField(func(c Config) time.Duration { return c.IdleMonitorInterval }, 2*time.Second)},
 	{name: "opt probe_timeout", dsn: "host=h pgreplica_probe_timeout=300ms", check: dsnField(func(c Config) time.Duration { return c.ProbeTimeout }, 300*time.Millisecond)},
 	{name: "opt hedge_delay", dsn: "host=h pgreplica_hedge_delay=20ms", check: dsnField(func(c Config) time.Duration { return c.HedgeDelay }, 20*time.Millisecond)},
 	{name: "opt hedge_delay negative disables", dsn: "host=h pgreplica_hedge_delay=-1s", check: dsnField(func(c Config) time.Duration { return c.HedgeDelay }, -time.Second)},
@@ -178,6 +179,7 @@ var dsnCases = []dsnCase{
 	{name: "bad health_check_after zero", dsn: "host=h pgreplica_health_check_after=0", err: ErrBadDSN, errHas: []string{"pgreplica_health_check_after", "disable"}},
 	{name: "bad connect_timeout zero", dsn: "host=h pgreplica_connect_timeout=0s", err: ErrBadDSN, errHas: []string{"pgreplica_connect_timeout", `"0s"`}},
 	{name: "bad monitor_interval", dsn: "host=h pgreplica_monitor_interval=often", err: ErrBadDSN, errHas: []string{"pgreplica_monitor_interval", `"often"`}},
+	{name: "bad idle_monitor_interval", dsn: "host=h pgreplica_idle_monitor_interval=0s", err: ErrBadDSN, errHas: []string{"pgreplica_idle_monitor_interval", `"0s"`}},
 	{name: "bad probe_timeout zero", dsn: "host=h pgreplica_probe_timeout=0", err: ErrBadDSN, errHas: []string{"pgreplica_probe_timeout", `"0"`}},
 	{name: "bad hedge_delay zero", dsn: "host=h pgreplica_hedge_delay=0", err: ErrBadDSN, errHas: []string{"pgreplica_hedge_delay", "disable"}},
 	{name: "bad max_hedge_percent", dsn: "host=h pgreplica_max_hedge_percent=101", err: ErrBadDSN, errHas: []string{"pgreplica_max_hedge_percent", `"101"`, "<= 100"}},
@@ -610,7 +612,7 @@ func checkParsedDSN(t *testing.T, c Config) {
 		one := c
 		one.Hosts = []Host{{Addr: h.Addr, Port: h.Port}}
 		one.Driver, one.MaxConnsPerHost, one.ConnMaxIdleTime, one.ConnMaxLifetime = "", 0, 0, 0
-		one.HealthCheckAfter, one.ConnectTimeout, one.MonitorInterval, one.DefaultConsistency = 0, 0, 0, 0
+		one.HealthCheckAfter, one.ConnectTimeout, one.MonitorInterval, one.IdleMonitorInterval, one.DefaultConsistency = 0, 0, 0, 0, 0
 		one.WaitBudget, one.FallbackWait, one.Fallback, one.MaxPrimaryFallbacks, one.Policy, one.Zone = 0, 0, 0, 0, 0, ""
 		one.ReadAfterWrite, one.ProbeTimeout, one.HedgeDelay, one.MaxHedgePercent = 0, 0, 0, 0
 		one.MaxLagBytes, one.MaxLag, one.ExcludeSyncStandby, one.StaleFallbackLag = 0, 0, false, 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +20,10 @@ type monitor struct {
 
 	mu      sync.Mutex    // serialises rebuilds
 	changed chan struct{} // closed and replaced after every rebuild
+
+	// lent is the pools' count of connections lent when the monitor last
+	// looked (idleFor), busyAt when it last saw one lent (unix ns).
+	lent, busyAt atomic.Int64
 }
 
 // readyGrace is how long the first connection waits for slow hosts once a
@@ -107,6 +112,9 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 		n.pool.reap()
 
 		wait := m.c.cfg.MonitorInterval
+		if m.idleFor() >= m.c.cfg.MonitorInterval {
+			wait = m.c.cfg.IdleMonitorInterval
+		}
 		if n.failures > 1 {
 			// Banned: probe a failing host less often, up to a cap.
 			wait = min(wait<<min(n.failures-1, 10), maxProbeBackoff)
@@ -121,6 +129,30 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 			t.Stop()
 		}
 	}
+}
+
+// idleFor returns how long the connector's pools have lent no connection
+// (0: one is lent now, or was since the last look): while no statement
+// runs, probes may be rarer. It reads the pools' counters, which every
+// statement (of either door) moves when it borrows a connection: the hot
+// path records nothing for it.
+func (m *monitor) idleFor() time.Duration {
+	var lent int64
+	inUse := false
+	for _, n := range m.c.nodes {
+		if n.pool == nil {
+			continue
+		}
+		s := n.pool.pool.Stat()
+		lent += s.AcquireCount()
+		inUse = inUse || s.AcquiredResources() > 0
+	}
+	now := time.Now().UnixNano()
+	if m.lent.Swap(lent) != lent || inUse {
+		m.busyAt.Store(now)
+		return 0
+	}
+	return time.Duration(now - m.busyAt.Load())
 }
 
 // rebuild publishes a topology from every node's latest status.

@@ -38,6 +38,8 @@ type physical struct {
 	// asyncCommit is set once this session may commit asynchronously
 	// (synchronous_commit changed), which changes how a write's LSN is read.
 	asyncCommit bool
+	// idle: counted in its pool's idle (given back, not lent since).
+	idle bool
 	// hedge is the connection's hedging state, once a read used it
 	// (atomic: the connector's hedgeWatch looks at it).
 	hedge atomic.Pointer[hedgeSlot]
@@ -103,6 +105,15 @@ type hostPool struct {
 	mu      sync.Mutex
 	all     map[*physical]struct{}
 	closing atomic.Bool
+
+	// idle counts the connections given back and not lent since (nor
+	// destroyed):
+	// tryAcquire tries the pool only when it is positive, because
+	// puddle's TryAcquire on a pool with none idle dials one in the
+	// background, which the read does not wait for. (Left alone, every
+	// pool held a connection more than it needed, and the newest, idle
+	// first, was younger than a session's last read: no affinity.)
+	idle atomic.Int32
 }
 
 func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error) {
@@ -181,6 +192,7 @@ func (hp *hostPool) acquireChecked(ctx context.Context, checkSocket bool) (*pudd
 			err = nameResolveFailure(hp.node.host.Addr, redactErr(err, hp.password))
 			return nil, fmt.Errorf("pgreplica: connect to %w", newHostError(hp.node.name, err))
 		}
+		hp.uncount(res.Value())
 		if !hp.usable(ctx, res, checkSocket, hp.pingTimeout) {
 			res.Destroy()
 			continue
@@ -189,21 +201,37 @@ func (hp *hostPool) acquireChecked(ctx context.Context, checkSocket bool) (*pudd
 	}
 }
 
-// tryAcquire returns an idle healthy connection if there is one at once
-// (a new one is then dialed in the background, if the pool may grow). The
-// health check of a connection that sat idle gives up after pingLimit.
+// tryAcquire returns an idle healthy connection if there is one at once.
+// The health check of a connection that sat idle gives up after
+// pingLimit.
 func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*puddle.Resource[*physical], bool) {
-	for {
+	for hp.idle.Load() > 0 {
 		res, err := hp.pool.TryAcquire(ctx)
 		if err != nil {
-			return nil, false
+			return nil, false // taken meanwhile (puddle now dials one)
 		}
+		hp.uncount(res.Value())
 		if !hp.usable(ctx, res, false, pingLimit) {
 			res.Destroy()
 			continue
 		}
 		res, err = hp.claim(res)
 		return res, err == nil
+	}
+	return nil, false
+}
+
+// count and uncount keep idle: a connection given back to the pool, then
+// taken from it (by a borrower or by reap).
+func (hp *hostPool) count(p *physical) {
+	p.idle = true
+	hp.idle.Add(1)
+}
+
+func (hp *hostPool) uncount(p *physical) {
+	if p.idle {
+		p.idle = false
+		hp.idle.Add(-1)
 	}
 }
 
@@ -302,17 +330,20 @@ func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 		res.Destroy()
 		return
 	}
+	hp.count(p)
 	res.Release()
 }
 
 // reap closes connections idle or alive too long. The monitor calls it.
 func (hp *hostPool) reap() {
 	for _, res := range hp.pool.AcquireAllIdle() {
+		hp.uncount(res.Value())
 		expired := hp.maxLifetime > 0 && time.Since(res.CreationTime()) > hp.maxLifetime
 		idle := hp.maxIdle > 0 && res.IdleDuration() > hp.maxIdle
 		if expired || idle {
 			res.Destroy()
 		} else {
+			hp.count(res.Value())
 			res.ReleaseUnused()
 		}
 	}
@@ -356,6 +387,7 @@ func (hp *hostPool) close() int {
 // driver conn when it comes back. An inner driver that dialed nothing
 // pgreplica saw (a test double) gets its conn closed instead.
 func (hp *hostPool) destroy(p *physical) {
+	hp.uncount(p) // a Reset destroys idle ones
 	hp.mu.Lock()
 	delete(hp.all, p)
 	hp.mu.Unlock()

@@ -305,7 +305,9 @@ func (p *physical) servedBy() *server {
 // only moves forward there, so the read cannot see less. Never behind a
 // pooler, whose connection reaches whichever backend it is given.
 func (p *physical) affine(pl *plan) bool {
-	return !p.node.pooled.Load() && p.srv == pl.preferServer && p.created < pl.preferSince
+	// At or before: the last read's own connection was made no later
+	// than that read started, and two clock readings may be equal.
+	return !p.node.pooled.Load() && p.srv == pl.preferServer && p.created <= pl.preferSince
 }
 
 // provenOn reports whether connection p reaches a server known to have

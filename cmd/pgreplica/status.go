@@ -163,6 +163,11 @@ func newInspector(cfg pgreplica.Config) (*inspector, error) {
 	if cfg.MonitorInterval == 0 {
 		cfg.MonitorInterval = statusMonitorInterval
 	}
+	if cfg.IdleMonitorInterval == 0 {
+		// status runs no statement of its own: it would be idle, and
+		// its view four times as old.
+		cfg.IdleMonitorInterval = cfg.MonitorInterval
+	}
 	c, err := pgreplica.NewConnector(cfg)
 	if err != nil {
 		return nil, err
