@@ -114,7 +114,8 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 			// zone with the client's stops at the pointers.
 			h.Zone = c.settings.zone
 		}
-		n := &node{idx: i, host: h, name: hostName(h), inner: ic, wakeCh: make(chan struct{}, 1), probeLock: newConnLock()}
+		n := &node{idx: i, host: h, name: hostName(h), inner: ic, wakeCh: make(chan struct{}, 1), probeLock: newConnLock(),
+			fullProbes: c.cfg.ExcludeSyncStandby}
 		if n.pool, err = newHostPool(n, ic, &c.cfg); err != nil {
 			return nil, err
 		}

@@ -151,6 +151,11 @@ type node struct {
 	// rather than connect again first.
 	probeFailed error
 	failures    int
+	// lightProbes counts the light probes since the last full one;
+	// fullProbes makes every probe full (ExcludeSyncStandby needs the
+	// standbys' sync states as they are).
+	lightProbes int
+	fullProbes  bool
 	// denied and user are what checkPrivileges found when probeConn
 	// connected.
 	denied probeFn
@@ -182,12 +187,23 @@ func (n *node) poke() {
 // CASE guards keep primary-only functions off replicas and vice versa.
 // What the role may not use (denied) is left out, with a fallback where
 // the router can do without it (see privilege.go).
-func probeQuery(denied probeFn) string {
+//
+// A light probe (see probeOnce) also leaves out what changes rarely and
+// costs the most: the system identifier (pg_control_system() reads the
+// control file) and the primary's standbys (pg_stat_replication reads
+// every backend's status: 0.09 ms with 5 backends, 0.27 ms with 85, where
+// the light probe takes 0.08 ms either way).
+func probeQuery(denied probeFn, light bool) string {
 	or := func(f probeFn, expr, fallback string) string {
 		if denied&f != 0 {
 			return fallback
 		}
 		return expr
+	}
+	sysid := "(SELECT system_identifier FROM pg_control_system())::text"
+	if light {
+		sysid = "NULL::text"
+		denied |= fnReplication
 	}
 	setting := func(name, fallback string) string {
 		return or(fnSetting, "current_setting('"+name+"')", "'"+fallback+"'")
@@ -200,7 +216,7 @@ func probeQuery(denied probeFn) string {
  CASE WHEN pg_is_in_recovery()
    THEN COALESCE(` + or(fnWalReceiver, "(SELECT received_tli FROM pg_stat_wal_receiver)", "NULL::int") + `, ` + checkpointTL + `)
    ELSE ` + or(fnWalfileName, "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int", checkpointTL) + ` END,
- (SELECT system_identifier FROM pg_control_system())::text,
+ ` + sysid + `,
  ` + setting("synchronous_commit", "on") + ` = 'off',
  CASE WHEN pg_is_in_recovery()
    THEN ` + or(fnWalReceiver, "COALESCE((SELECT COALESCE(status, '') || ' ' || COALESCE(substring(conninfo from 'application_name=([^ ]+)'), '') FROM pg_stat_wal_receiver), '')", "''") + `
@@ -211,8 +227,17 @@ func probeQuery(denied probeFn) string {
  (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint, pg_backend_pid()`
 }
 
-// probeSQL is the probe of a role that may use everything.
-var probeSQL = probeQuery(0)
+// probeSQL and probeLightSQL are the probes of a role that may use
+// everything.
+var (
+	probeSQL      = probeQuery(0, false)
+	probeLightSQL = probeQuery(0, true)
+)
+
+// fullProbeEvery: one probe in so many asks everything (on a fresh
+// connection and after a failure, every probe does): a new sync standby
+// shows within 2 s while statements run, 8 s while idle.
+const fullProbeEvery = 8
 
 // probe runs probeQuery on the node's dedicated monitor connection.
 func (n *node) probe(ctx context.Context) *nodeStatus {
@@ -271,12 +296,36 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	if req := n.denied & requiredFns; req != 0 {
 		return nil, deniedError(n.user, req)
 	}
+	prev := n.status.Load()
+	if fresh || n.fullProbes || prev == nil || prev.err != nil || prev.server == nil || n.lightProbes >= fullProbeEvery-1 {
+		n.lightProbes = 0
+		return n.ask(ctx, fresh, nil)
+	}
+	st, err := n.ask(ctx, fresh, prev)
+	if err == nil && st == nil {
+		// The role or the server changed: what was left out may have.
+		n.lightProbes = 0
+		return n.ask(ctx, fresh, nil)
+	}
+	n.lightProbes++
+	return st, err
+}
+
+// ask runs one probe: a full one, or, given the previous answer, a light
+// one that takes the system identifier and the standbys from it. A light
+// probe that finds another role or another server returns nil: ask again,
+// fully.
+func (n *node) ask(ctx context.Context, fresh bool, prev *nodeStatus) (*nodeStatus, error) {
+	light := prev != nil
 	// The round trip is timed without connection setup, which would
 	// skew the latency policy's EWMA.
 	start := time.Now()
 	query := probeSQL
-	if n.denied != 0 {
-		query = probeQuery(n.denied)
+	switch {
+	case n.denied != 0:
+		query = probeQuery(n.denied, light)
+	case light:
+		query = probeLightSQL
 	}
 	rows, err := queryInner(ctx, n.probeConn, query, nil)
 	if err != nil {
@@ -311,6 +360,9 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 		return nil, err
 	}
 	st.timeline = uint32(tl)
+	if light {
+		vals[5] = strconv.FormatUint(prev.sysid, 10)
+	}
 	sysid, err := intValue(vals[5])
 	if err != nil {
 		return nil, err
@@ -325,6 +377,9 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 	id, err := serverIDOf([]driver.Value{vals[5], vals[10], vals[11], vals[12]})
 	if err != nil {
 		return nil, err
+	}
+	if light && (st.role != prev.role || prev.server.id.sameServer(id) && prev.server.id.started != id.started) {
+		return nil, nil // a failover or a restart: ask everything
 	}
 	if prev := n.status.Load(); prev != nil && prev.server != nil && prev.server.id.sameServer(id) && prev.server.id.started != id.started {
 		// The server restarted behind a connection that survived it (a
@@ -347,6 +402,8 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 		var running bool
 		st.receiver, st.appName, running = strings.Cut(info, " ")
 		st.receiverHidden = running && st.receiver == "" || n.denied&fnWalReceiver != 0
+	} else if light {
+		st.syncStates = prev.syncStates
 	} else if info != "" {
 		st.syncStates = map[string]string{}
 		for _, kv := range strings.Split(info, ",") {

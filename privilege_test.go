@@ -116,7 +116,7 @@ func TestProbeDoesWithoutOptionalFunctions(t *testing.T) {
 	if st.role != roleReplica || st.denied != optional || !st.receiverHidden {
 		t.Errorf("status %+v", st)
 	}
-	q := probeQuery(optional)
+	q := probeQuery(optional, false)
 	for _, f := range []string{"pg_control_checkpoint", "pg_walfile_name", "pg_is_wal_replay_paused", "pg_last_wal_receive_lsn",
 		"pg_stat_wal_receiver", "pg_stat_replication", "current_setting"} {
 		if strings.Contains(q, f) {
@@ -128,8 +128,8 @@ func TestProbeDoesWithoutOptionalFunctions(t *testing.T) {
 			t.Errorf("degraded probe lost %s:\n%s", f, q)
 		}
 	}
-	if probeQuery(0) != probeSQL {
-		t.Error("probeSQL is not probeQuery(0)")
+	if probeQuery(0, false) != probeSQL || probeQuery(0, true) != probeLightSQL {
+		t.Error("probeSQL or probeLightSQL is not probeQuery(0, …)")
 	}
 
 	srv = &fakeServer{user: "App", denied: fnControlSystem | fnReplayPaused, row: replicaSeenByApp}
@@ -212,5 +212,58 @@ func TestQuoteIdent(t *testing.T) {
 		if got := quoteIdent(in); got != want {
 			t.Errorf("quoteIdent(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestLightProbes: between full probes, a probe leaves out the system
+// identifier and the primary's standbys (their cost grows with the
+// server's backends) and keeps them from the last answer; one that finds
+// another role asks everything again at once.
+func TestLightProbes(t *testing.T) {
+	primary := append([]driver.Value(nil), primarySeenByApp...)
+	primary[7] = "r1=sync"
+	srv := &fakeServer{user: "mon", row: primary}
+	n := &node{name: "h:5432", host: Host{Addr: "127.0.0.1"}, inner: fakeConnector{srv}}
+	defer func() {
+		if n.probeConn != nil {
+			n.probeConn.Close()
+		}
+	}()
+	probe := func() (*nodeStatus, []string) {
+		t.Helper()
+		sent := len(srv.queries)
+		st := n.probe(context.Background())
+		if st.err != nil {
+			t.Fatal(st.err)
+		}
+		n.status.Store(st)
+		return st, srv.queries[sent:]
+	}
+	if _, q := probe(); q[len(q)-1] != probeSQL {
+		t.Fatalf("first probe sent %q, want the full probe", q)
+	}
+	srv.row = append([]driver.Value(nil), primary...)
+	srv.row[5], srv.row[7] = nil, "" // what a light probe reads
+	for i := 1; i < fullProbeEvery; i++ {
+		st, q := probe()
+		if len(q) != 1 || q[0] != probeLightSQL {
+			t.Fatalf("probe %d sent %q, want the light probe", i, q)
+		}
+		if st.sysid != 7 || st.syncStates["r1"] != "sync" {
+			t.Fatalf("light probe %d: sysid %d, standbys %v; want those of the full probe", i, st.sysid, st.syncStates)
+		}
+	}
+	srv.row = primary
+	if _, q := probe(); len(q) != 1 || q[0] != probeSQL {
+		t.Fatalf("probe %d sent %q, want the full probe", fullProbeEvery, q)
+	}
+	probe() // light
+	srv.row = append([]driver.Value(nil), replicaSeenByMonitor...)
+	st, q := probe()
+	if len(q) != 2 || q[0] != probeLightSQL || q[1] != probeSQL {
+		t.Fatalf("a light probe that found a replica where the primary was sent %q, want it followed by the full probe", q)
+	}
+	if st.role != roleReplica || st.syncStates != nil {
+		t.Errorf("after the role changed: role %v, standbys %v", st.role, st.syncStates)
 	}
 }
