@@ -1,5 +1,7 @@
 package pgreplica
 
+import "context"
+
 // Recording a write's position: after every committed write, the process
 // watermarks and the plan's session must rise to a position at or past
 // the end of its commit record (see lsnSQL), read after the commit. The
@@ -43,9 +45,12 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtClass) bool {
 }
 
 // wrote records a write that committed under pl: it takes a ticket (see
-// clusterMarks), hands it to the plan's session as a pending position,
-// and schedules a background capture. Nothing is sent now: the caller has
-// its result with the inner driver's own round trips and statements.
+// clusterMarks) and hands it to the plan's session as a pending position.
+// Nothing is sent now: the caller has its result with the inner driver's
+// own round trips and statements. The position is read when a read, a
+// token or the monitor's next probe of the primary needs or covers it;
+// in a process that uses Sessions, also by a capture in the background
+// (sessionsBegin).
 func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 	m := c.marksOf(pl.topo)
 	t := m.issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtClass{}))
@@ -53,7 +58,29 @@ func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 		m.capturer.Store(c) // the latest writer can read its position
 	}
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, true)
-	c.captureSoon(m)
+	if pl.session != nil || m.sessions.Load() {
+		c.captureSoon(m)
+	}
+}
+
+// sessionsBegin runs before every statement with a Session. The first on
+// a cluster starts background captures of writes made without one: a
+// position read later would be the primary's position then, past the
+// Sessions' writes since, and shared (which every Session's read must
+// see) would rise past them: each session's reads would wait for the
+// others' writes on a lagging replica, or fall back. What such writes left
+// pending is read now, before the session's statement runs.
+func (c *Connector) sessionsBegin(ctx context.Context, pl *plan) error {
+	m := c.marksOf(pl.topo)
+	if m.sessions.Load() || !m.sessions.CompareAndSwap(false, true) {
+		return nil
+	}
+	if s := m.sharedIssued.Load(); s > m.covered.Load() {
+		if err := m.resolve(ctx, c, s); err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		} // else still pending: read when needed
+	}
+	return nil
 }
 
 // readOnPrimary records that a session read on the primary: a capture

@@ -61,7 +61,13 @@ func (l *lease) release(err error) {
 func (c *Connector) planFor(ctx context.Context, cls stmtClass, pl *plan) error {
 	t := c.topo.Load()
 	process := func() processLSNs { return c.marksOf(t).snapshot() }
-	return pl.decide(t, cls, requirementFrom(ctx), &c.settings, process, time.Time{}, time.Time{})
+	if err := pl.decide(t, cls, requirementFrom(ctx), &c.settings, process, time.Time{}, time.Time{}); err != nil {
+		return err
+	}
+	if pl.session != nil {
+		return c.sessionsBegin(ctx, pl)
+	}
+	return nil
 }
 
 // statement is what route runs on a leased connection, its args

@@ -26,12 +26,15 @@ var processWatermarks sync.Map // system identifier → *clusterMarks
 // statement per write. It takes a ticket when it has committed; a capture
 // (one SELECT of the primary's flush or insert position) covers every
 // ticket issued before it was sent, because every such commit was durable
-// and visible before the capture ran. Captures run in the background
-// shortly after writes, one at a time, each covering all the writes since
-// the last, and on demand when an operation needs a position that is
-// still pending: a read that must see the write on a replica, a Session's
-// Token. Reads of a session on the primary take tickets too: a capture
-// after the read bounds what it saw.
+// and visible before the capture ran. Captures run on demand, when an
+// operation needs a position that is still pending (a read that must see
+// the write on a replica, a Session's Token), and the monitor's probe of
+// the primary covers the rest for free: a process whose writes nobody
+// reads back pays the primary no statement for them. Once a Session is
+// used, captures also run in the background shortly after writes, one at
+// a time, each covering all the writes since the last (see
+// sessionsBegin). Reads of a session on the primary take tickets too: a
+// capture after the read bounds what it saw.
 //
 // There are two watermarks. all covers every write: reads without a
 // requirement must see it. shared covers the writes made without a
@@ -54,6 +57,9 @@ type clusterMarks struct {
 	// capturer is the connector that wrote last: it runs captures for
 	// readers without a connector of their own (Session.Token).
 	capturer atomic.Pointer[Connector]
+	// sessions is set once a statement with a Session ran on the
+	// cluster in this process (sessionsBegin).
+	sessions atomic.Bool
 
 	mu      sync.Mutex
 	running bool
@@ -278,20 +284,23 @@ func (c *Connector) captureSoon(m *clusterMarks) {
 	})
 }
 
-// flushCaptures runs a scheduled background capture now (Close calls it
-// after marking the connector closed, so none is scheduled after it): the
-// writes of a closing connector keep their positions for the rest of the
-// process.
+// flushCaptures reads the positions still pending now, running a
+// scheduled background capture at once (Close calls it after marking the
+// connector closed, so none is scheduled after it): the writes of a
+// closing connector keep their positions for the rest of the process,
+// whose other connectors may not reach this primary.
 func (c *Connector) flushCaptures() {
 	c.captureMu.Lock()
 	stopped := c.captureTimer != nil && c.captureTimer.Stop()
 	c.captureMu.Unlock()
-	if !stopped {
+	if stopped {
+		defer c.wg.Done()
+		c.captureScheduled.Store(false)
+	}
+	m := c.marksFor(c.topo.Load().sysid)
+	if m.covered.Load() >= m.writeIssued.Load() {
 		return
 	}
-	defer c.wg.Done()
-	c.captureScheduled.Store(false)
-	m := c.marksFor(c.topo.Load().sysid)
 	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.ConnectTimeout, time.Second))
 	defer cancel()
 	m.resolve(ctx, c, m.issued.Load())
