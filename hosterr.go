@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"strings"
+
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // HostError is why one host could not be used: its probe, or a connection
@@ -45,17 +47,11 @@ func newHostError(addr string, err error) *HostError {
 	return &HostError{Addr: addr, Err: err}
 }
 
-// Authentication failures (PostgreSQL's errcodes.txt).
-const (
-	stateInvalidAuthorization = "28000" // invalid_authorization_specification: no such role, no pg_hba.conf entry
-	stateInvalidPassword      = "28P01" // invalid_password
-)
-
 // isAuthFailure reports a server's refusal of the credentials, from either
 // inner driver.
 func isAuthFailure(err error) bool {
-	switch sqlState(err) {
-	case stateInvalidAuthorization, stateInvalidPassword:
+	switch sqlstate.Of(err) {
+	case sqlstate.InvalidAuthorization, sqlstate.InvalidPassword:
 		return true
 	}
 	return false

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/lib/pq"
+	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
 
 // innerConnector returns the inner driver's connector for one host.
@@ -243,7 +244,7 @@ func (genericWire) beginChecked(ctx context.Context, p *physical) (LSN, error) {
 // connection is taken as it is.
 func (genericWire) live(p *physical) bool {
 	switch p.socks.peek() {
-	case sockClosed, sockPending:
+	case sockpeek.Closed, sockpeek.Pending:
 		return false
 	}
 	return true

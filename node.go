@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // role is what a node answered to pg_is_in_recovery().
@@ -248,7 +250,7 @@ func (n *node) probe(ctx context.Context) *nodeStatus {
 		n.probeConn = nil
 	}
 	restarted := false
-	if err != nil && reused && isConnLost(err) && ctx.Err() == nil {
+	if err != nil && reused && sqlstate.ConnLost(err) && ctx.Err() == nil {
 		// The connection died since the last probe (a restart): what
 		// the host says to a new one is its state now, and the cause
 		// worth reporting ("connection refused" rather than lib/pq's

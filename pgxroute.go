@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // The pgx-native front door (package pgreplicapgx) reaches the routing
@@ -275,7 +276,7 @@ func (l *pgxLease) WriteFailed(err error) error { return l.l.c.writeFailed(l.l.p
 // notIdle returns errNotIdle for a connection that is busy or inside a
 // transaction, else err.
 func notIdle(p *physical, err error) error {
-	if pc := pgxConnOf(p); (err == nil || !serverGone(err)) && (pc.IsClosed() || pc.PgConn().IsBusy() || pc.PgConn().TxStatus() != 'I') {
+	if pc := pgxConnOf(p); (err == nil || !sqlstate.ServerGone(err)) && (pc.IsClosed() || pc.PgConn().IsBusy() || pc.PgConn().TxStatus() != 'I') {
 		return errNotIdle
 	}
 	return err

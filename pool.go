@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/puddle/v2"
+	"github.com/pgreplica/pgreplica/internal/sockpeek"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // physical is one server connection of the inner driver. What every
@@ -307,14 +309,14 @@ func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 	}
 	switch {
 	case err == nil:
-	case serverGone(err):
+	case sqlstate.ServerGone(err):
 		// The server went away or cut us off (a restart, a failover, a
 		// network fault): its idle siblings are most likely dead too and
 		// would each fail one more statement.
 		res.Destroy()
 		hp.pool.Reset()
 		return
-	case errors.Is(err, driver.ErrBadConn) || isConnLost(err):
+	case errors.Is(err, driver.ErrBadConn) || sqlstate.ConnLost(err):
 		res.Destroy()
 		return
 	}
@@ -418,27 +420,10 @@ func noteSocket(ctx context.Context, c net.Conn) {
 	}
 }
 
-// sockState is what a look at an idle connection's socket found.
-type sockState uint8
-
-const (
-	// sockUnknown: no socket to look at, or the platform cannot look
-	// without reading.
-	sockUnknown sockState = iota
-	// sockIdle: nothing to read, the server has not closed it.
-	sockIdle
-	// sockPending: bytes arrived while no statement ran: on an idle
-	// PostgreSQL connection, almost always the FATAL error of a backend
-	// that was terminated (57P01 on a fast shutdown), followed by EOF.
-	sockPending
-	// sockClosed: the server closed or reset the connection.
-	sockClosed
-)
-
 // peek looks at the connection's socket without consuming anything (see
-// peekConn). The last socket dialed is the connection's: an inner driver
+// sockpeek). The last socket dialed is the connection's: an inner driver
 // that falls back (sslmode=prefer) dials again after closing the first.
-func (s *sockets) peek() sockState {
+func (s *sockets) peek() sockpeek.State {
 	s.mu.Lock()
 	var c net.Conn
 	if n := len(s.conns); n > 0 {
@@ -446,9 +431,9 @@ func (s *sockets) peek() sockState {
 	}
 	s.mu.Unlock()
 	if c == nil {
-		return sockUnknown
+		return sockpeek.Unknown
 	}
-	return peekConn(c)
+	return sockpeek.Peek(c)
 }
 
 // reset forgets the sockets of a connection that is gone.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // Behind a transaction pooler (PgBouncer in transaction mode) every
@@ -44,7 +46,7 @@ func (l *lease) endCheckTx(err *error) {
 		return
 	}
 	l.inTx = false
-	if *err == nil || !serverGone(*err) {
+	if *err == nil || !sqlstate.ServerGone(*err) {
 		if e := endCheckTx(l.p, l.c.cfg.ProbeTimeout); e != nil {
 			*err = e
 		}

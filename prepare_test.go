@@ -7,6 +7,7 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // TestPrepareReturnsServerError: db.Prepare describes the statement on the
@@ -17,7 +18,7 @@ func TestPrepareReturnsServerError(t *testing.T) {
 	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
 	syntax := &pgconn.PgError{Code: "42601", Message: `syntax error at or near "SELEC"`}
 	mc.mocks[0].ExpectPrepare("SELEC 1").WillReturnError(syntax)
-	if _, err := mc.db.Prepare("SELEC 1"); sqlState(err) != "42601" {
+	if _, err := mc.db.Prepare("SELEC 1"); sqlstate.Of(err) != "42601" {
 		t.Fatalf("Prepare(SELEC 1) = %v, want the server's syntax error", err)
 	}
 

@@ -1,6 +1,10 @@
 package pgreplica
 
-import "context"
+import (
+	"context"
+
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
+)
 
 // The one retry policy of both front doors (route for the driver and for
 // the pgx handle, guardedRead for the handle's reads with their check in
@@ -40,7 +44,7 @@ func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, qu
 	}
 	n := l.p.node
 	switch {
-	case l.replica && sqlState(err) == stateReadOnlyTx:
+	case l.replica && sqlstate.Of(err) == sqlstate.ReadOnlyTx:
 		if query == "" {
 			return false
 		}
@@ -49,7 +53,7 @@ func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, qu
 		c.metrics.readOnlyRetries.Add(1)
 		pl.onPrimary, pl.read, pl.capture = true, false, true
 		return true
-	case l.replica && isConnLost(err):
+	case l.replica && sqlstate.ConnLost(err):
 		if pl.retried&retriedReplica != 0 {
 			return false
 		}
@@ -59,7 +63,7 @@ func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, qu
 		pl.tried.add(n.idx)
 		pl.anew()
 		return true
-	case l.replica && isRecoveryConflict(err):
+	case l.replica && sqlstate.RecoveryConflict(err):
 		pl.tried.add(n.idx)
 		if pl.retried&retriedReplica == 0 && pl.replicas(false) != 0 {
 			pl.retried |= retriedReplica
@@ -76,7 +80,7 @@ func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, qu
 			c.conflicting.add(query, monoNow()+mono(conflictMemory))
 		}
 		return true
-	case !l.replica && pl.retried&retriedPrimary == 0 && serverGone(err):
+	case !l.replica && pl.retried&retriedPrimary == 0 && sqlstate.ServerGone(err):
 		// The connection died with its server (the pool drops its
 		// siblings); the topology may know better by now.
 		pl.retried |= retriedPrimary

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // The execution path: everything a plan needs done, once for Exec, Query
@@ -212,7 +213,7 @@ func (c *Connector) tryLeasePrimary(ctx context.Context, t *topology, slot bool)
 	}
 	res, err := pv.n.pool.acquireForWrite(ctx)
 	if err != nil {
-		if ctx.Err() == nil && isConnLost(err) {
+		if ctx.Err() == nil && sqlstate.ConnLost(err) {
 			// The primary went away since the last probe; the monitor will
 			// say so too in a moment. Nothing was sent.
 			var he *HostError
@@ -669,9 +670,9 @@ func (c *Connector) writeFailed(p *physical, err error) error {
 		return nil
 	}
 	switch {
-	case sqlState(err) == stateReadOnlyTx:
+	case sqlstate.Of(err) == sqlstate.ReadOnlyTx:
 		c.mon.pokeAll() // the primary was demoted: find the new one
-	case isConnLost(err):
+	case sqlstate.ConnLost(err):
 		p.node.suspect.Store(true)
 		c.mon.pokeAll()
 		if !errors.Is(err, driver.ErrBadConn) {

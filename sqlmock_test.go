@@ -13,6 +13,7 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // mockCluster is a pgreplica connector whose inner driver is go-sqlmock:
@@ -244,7 +245,7 @@ func TestRouteConflictEndsOnThePrimary(t *testing.T) {
 	mc.mocks[2].ExpectQuery(other).WillReturnError(conflict)
 	var n int
 	err := mc.db.QueryRowContext(WithFallback(context.Background(), FallbackError), other).Scan(&n)
-	if sqlState(err) != "40001" {
+	if sqlstate.Of(err) != "40001" {
 		t.Fatalf("read with FallbackError = %v, want the replicas' conflict", err)
 	}
 }

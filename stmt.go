@@ -5,6 +5,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"slices"
+
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // stmt is a prepared statement of a virtual conn. It is one of two kinds,
@@ -105,7 +107,7 @@ func (c *Connector) describe(ctx context.Context, query string, cls stmtClass) (
 		}
 		n, err := l.p.wire.describe(ctx, l.p, query)
 		l.release(err)
-		if err != nil && attempt == 0 && isConnLost(err) && ctx.Err() == nil {
+		if err != nil && attempt == 0 && sqlstate.ConnLost(err) && ctx.Err() == nil {
 			continue
 		}
 		return n, err

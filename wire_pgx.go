@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
 
 // pgxWire is the wire of a pgx stdlib connection: it reaches the protocol
@@ -58,7 +59,7 @@ func (w *pgxWire) live(p *physical) bool {
 		return false
 	}
 	switch p.socks.peek() {
-	case sockClosed, sockPending:
+	case sockpeek.Closed, sockpeek.Pending:
 		return false
 	}
 	return true

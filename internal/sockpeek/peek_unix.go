@@ -1,6 +1,6 @@
 //go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
 
-package pgreplica
+package sockpeek
 
 import (
 	"errors"
@@ -8,40 +8,40 @@ import (
 	"syscall"
 )
 
-// peekConn looks at an idle connection's socket without reading from it
+// Peek looks at an idle connection's socket without reading from it
 // (recv with MSG_PEEK|MSG_DONTWAIT: one system call, no round trip, and
 // whatever is pending stays there for the inner driver). It goes through
 // Control, not Read: Read would wait for the socket's read lock, which a
 // reader of the inner driver's may hold indefinitely (pgx keeps one in the
 // background after a read that timed out).
-func peekConn(c net.Conn) sockState {
+func Peek(c net.Conn) State {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return sockUnknown
+		return Unknown
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return sockUnknown
+		return Unknown
 	}
-	state := sockUnknown
+	state := Unknown
 	err = raw.Control(func(fd uintptr) {
 		var b [1]byte
 		n, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
 		case errors.Is(rerr, syscall.EAGAIN), errors.Is(rerr, syscall.EWOULDBLOCK):
-			state = sockIdle
+			state = Idle
 		case errors.Is(rerr, syscall.EINTR):
-			state = sockUnknown
+			state = Unknown
 		case rerr != nil: // ECONNRESET, ETIMEDOUT, ...
-			state = sockClosed
+			state = Closed
 		case n == 0: // the server closed its end
-			state = sockClosed
+			state = Closed
 		default:
-			state = sockPending
+			state = Pending
 		}
 	})
 	if err != nil {
-		return sockClosed // closed on our side
+		return Closed // closed on our side
 	}
 	return state
 }

@@ -1,4 +1,4 @@
-package pgreplica
+package sockpeek
 
 import (
 	"net"
@@ -40,16 +40,15 @@ func TestPeekIdleSocket(t *testing.T) {
 		t.Fatal("accept failed")
 	}
 	defer server.Close()
-	s := &sockets{conns: []net.Conn{client}}
 
-	if got := s.peek(); got != sockIdle {
-		t.Fatalf("idle connection: %v, want sockIdle", got)
+	if got := Peek(client); got != Idle {
+		t.Fatalf("idle connection: %v, want Idle", got)
 	}
 	if _, err := server.Write([]byte("E")); err != nil {
 		t.Fatal(err)
 	}
-	if got := await(s, sockPending); got != sockPending {
-		t.Fatalf("after the server wrote: %v, want sockPending", got)
+	if got := await(client, Pending); got != Pending {
+		t.Fatalf("after the server wrote: %v, want Pending", got)
 	}
 	// Still there for the driver.
 	b := make([]byte, 1)
@@ -57,24 +56,27 @@ func TestPeekIdleSocket(t *testing.T) {
 		t.Fatalf("read after peek: %d %q %v", n, b, err)
 	}
 	server.Close()
-	if got := await(s, sockClosed); got != sockClosed {
-		t.Fatalf("after the server closed: %v, want sockClosed", got)
+	if got := await(client, Closed); got != Closed {
+		t.Fatalf("after the server closed: %v, want Closed", got)
 	}
 	client.Close()
-	if got := s.peek(); got != sockClosed {
-		t.Fatalf("closed on our side: %v, want sockClosed", got)
+	if got := Peek(client); got != Closed {
+		t.Fatalf("closed on our side: %v, want Closed", got)
 	}
-	if got := (&sockets{}).peek(); got != sockUnknown {
-		t.Fatalf("no socket: %v, want sockUnknown", got)
+	a, b2 := net.Pipe() // no file descriptor to look at
+	defer a.Close()
+	defer b2.Close()
+	if got := Peek(a); got != Unknown {
+		t.Fatalf("a pipe: %v, want Unknown", got)
 	}
 }
 
 // await peeks until want or a second passed (loopback delivers in
 // microseconds) and returns the last state.
-func await(s *sockets, want sockState) sockState {
+func await(c net.Conn, want State) State {
 	deadline := time.Now().Add(time.Second)
 	for {
-		got := s.peek()
+		got := Peek(c)
 		if got == want || time.Now().After(deadline) {
 			return got
 		}

@@ -1,10 +1,10 @@
 //go:build !(linux || darwin || dragonfly || freebsd || netbsd || openbsd)
 
-package pgreplica
+package sockpeek
 
 import "net"
 
-// peekConn cannot look at a socket without reading it on this platform:
+// Peek cannot look at a socket without reading it on this platform:
 // the connection is taken as it is (the health check and the outcome
 // rules still apply).
-func peekConn(net.Conn) sockState { return sockUnknown }
+func Peek(net.Conn) State { return Unknown }
