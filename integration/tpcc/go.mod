@@ -3,6 +3,8 @@ module github.com/pgreplica/pgreplica/integration/tpcc
 go 1.26.0
 
 require (
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/lib/pq v1.12.3
 	github.com/pgreplica/pgreplica v0.0.0-00010101000000-000000000000
 	github.com/pgreplica/pgreplica/integration v0.0.0-00010101000000-000000000000
 	github.com/pingcap/go-tpc v1.0.9
@@ -34,12 +36,10 @@ require (
 	github.com/gorilla/mux v1.8.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jedib0t/go-pretty v4.3.0+incompatible // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/kr/pretty v0.3.1 // indirect
-	github.com/lib/pq v1.12.3 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mattn/go-runewidth v0.0.9 // indirect
