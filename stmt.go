@@ -186,8 +186,41 @@ func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
 	return driver.ErrSkip
 }
 
+// bind returns the inner statement to run s on the connection the
+// conn holds now (a transaction's, or one pinned by session state): the
+// one bound there, or, for a statement prepared while the conn held none,
+// one kept prepared on that connection (keptstmts.go), bound from now on.
+// go-tpc and many services prepare statements on a *sql.Conn and run them
+// inside the transactions they begin on it; with the inner driver alone
+// each run costs one round trip, and so it does here after the first.
+// nil: the conn holds no connection, and s is routed.
+func (s *stmt) bind(ctx context.Context, args []driver.NamedValue) (driver.Stmt, error) {
+	if st := s.bound(); st != nil {
+		return st, nil
+	}
+	l := s.cn.sticky()
+	if l == nil {
+		return nil, nil
+	}
+	// database/sql converted args for a routed statement (CheckNamedValue
+	// accepted them as they were): convert them for this connection.
+	if err := convertArgs(l.p.conn, args); err != nil {
+		return nil, err
+	}
+	st, err := l.p.prepareStmt(ctx, s.query)
+	if err != nil {
+		return nil, err
+	}
+	s.inner, s.p = st, l.p // a statement bound to an earlier connection was released with it (closeBound)
+	s.cn.bound = append(s.cn.bound, s)
+	return st, nil
+}
+
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	st := s.bound()
+	st, err := s.bind(ctx, args)
+	if err != nil {
+		return nil, err
+	}
 	if st == nil {
 		return s.cn.exec(ctx, s.query, s.cls, args)
 	}
@@ -214,7 +247,10 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	st := s.bound()
+	st, err := s.bind(ctx, args)
+	if err != nil {
+		return nil, err
+	}
 	if st == nil {
 		return s.cn.query(ctx, s.query, s.cls, args)
 	}

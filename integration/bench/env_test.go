@@ -269,7 +269,13 @@ var (
 	txStmt = workload{
 		name: "TxPreparedStmt", run: stmtsInTx, direct: onPrimary, routed: onWriter,
 	}
-	workloads = []workload{readEventual, readSpread, readProcess, readToken, readSession, insertExec, insertReturning, readOnlyTx, readWriteTx, txStmt}
+	// connStmt is go-tpc's shape exactly: the statements prepared on the
+	// *sql.Conn run as they are while a transaction begun on that conn is
+	// open.
+	connStmt = workload{
+		name: "ConnStmtInTx", run: connStmtsInTx, direct: onPrimary, routed: onWriter,
+	}
+	workloads = []workload{readEventual, readSpread, readProcess, readToken, readSession, insertExec, insertReturning, readOnlyTx, readWriteTx, txStmt, connStmt}
 )
 
 // connStmts are a *sql.Conn of one handle and the statements prepared on
@@ -316,6 +322,27 @@ func stmtsInTx(ctx context.Context, e *env, db *sql.DB, i int) error {
 		return err
 	}
 	if _, err := tx.StmtContext(ctx, cs.insert).ExecContext(ctx, "x"); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func connStmtsInTx(ctx context.Context, e *env, db *sql.DB, i int) error {
+	cs, err := stmtsOn(ctx, e, db)
+	if err != nil {
+		return err
+	}
+	tx, err := cs.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	var v string
+	if err := cs.lock.QueryRowContext(ctx, rowID(i)).Scan(&v); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if _, err := cs.insert.ExecContext(ctx, "x"); err != nil {
 		tx.Rollback()
 		return err
 	}

@@ -69,6 +69,11 @@ func BenchmarkTPCCPaired(b *testing.B) {
 				ratios = append(ratios, tr/tp)
 				b.Logf("round %d: pgreplica %.0f tx/s, %s alone %.0f tx/s, ratio %.3f", r+1, tr, inner.name, tp, tr/tp)
 			}
+			if c, err := pgreplica.ConnectorOf(ctx, routed); err == nil {
+				st := c.Stats()
+				b.Logf("pgreplica: reads %d on replicas, %d on the primary (%d right after a write), %d fell back; %d captures; wait %+v",
+					st.ReplicaReads, st.PrimaryReads, st.RecentWriteReads, st.FallbackReads, st.LSNCaptures, st.Wait)
+			}
 			b.ReportMetric(sumR/rounds, "pgreplica-tx/s")
 			b.ReportMetric(sumP/rounds, "inner-tx/s")
 			b.ReportMetric(slices.Min(ratios), "ratio-min")
