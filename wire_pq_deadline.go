@@ -1,5 +1,7 @@
 package pgreplica
 
+// lib/pq's deadline watch: pgx needs none (see deadlineWatch).
+
 import (
 	"context"
 	"sync"
