@@ -61,55 +61,15 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 		}
 		n.probeLock.unlock()
 	}()
+	var probed time.Time // when the last probe was sent
+	poked := true        // the first probe goes at once
 	for {
-		// A probe of the primary reads its position after every write
-		// that took a ticket before it was sent: it covers them for free.
-		var marks *clusterMarks
-		var ticket uint64
-		if prev := n.status.Load(); prev != nil && prev.role == rolePrimary && prev.err == nil && prev.sysid != 0 {
-			marks = m.c.marksFor(prev.sysid)
-			ticket = marks.issued.Load()
-		}
-		// A probe on the open connection gets ProbeTimeout: a host that
-		// stops answering is down that long after the probe was sent. The
-		// timeout closes the socket, because lib/pq answers a cancelled
-		// context by asking the server to cancel, which a frozen server
-		// never does. A capture borrowing the connection is waited for
-		// (it too ends within ProbeTimeout).
-		if n.probeLock.lock(ctx) != nil {
-			return
-		}
-		timeout := m.c.cfg.ProbeTimeout
-		if n.probeConn == nil {
-			timeout += m.c.cfg.ConnectTimeout
-		}
-		n.probesStarted.Add(1)
-		pctx, cancel := context.WithTimeout(ctx, timeout)
-		stop := context.AfterFunc(pctx, func() { n.probeSocks.close() })
-		st := m.c.probe(pctx, n)
-		if !stop() {
-			if n.probeConn != nil {
-				n.probeConn.Close() // its socket may be closed
-				n.probeConn = nil
-			}
-			if st.err != nil && ctx.Err() == nil {
-				st.err = fmt.Errorf("no answer to the probe within %v: %w", timeout, st.err)
+		if poked || !m.captureStandsIn(n, probed) {
+			probed = time.Now()
+			if !m.probeNode(ctx, n) {
+				return
 			}
 		}
-		cancel()
-		n.probeLock.unlock()
-		if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {
-			// pg_current_wal_flush_lsn() is past every synchronous commit
-			// that returned before the probe.
-			marks.cover(ticket, reachableLSN(st.lsn))
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		m.c.applyStatus(n, st)
-		n.probes.Add(1)
-		m.rebuild()
-		n.pool.reap()
 
 		wait := m.c.cfg.MonitorInterval
 		if m.idleFor() >= m.c.cfg.MonitorInterval {
@@ -125,10 +85,84 @@ func (m *monitor) loop(ctx context.Context, n *node) {
 			t.Stop()
 			return
 		case <-t.C:
+			poked = false
 		case <-n.wakeCh:
 			t.Stop()
+			poked = true
 		}
 	}
+}
+
+// captureStandsIn reports whether the primary's probe due now may be left
+// out: a capture read the primary's position on the probe connection
+// within the last interval (statements run, so traffic shows the primary
+// answering, and the capture's position is a sample of the lag tracker,
+// as the probe's would be), and the last probe was sent less than an
+// idle interval ago: role, timeline and the rest are still read that
+// often. A poke (a failed statement, a refresh) always probes.
+func (m *monitor) captureStandsIn(n *node, probed time.Time) bool {
+	prev := n.status.Load()
+	if prev == nil || prev.err != nil || prev.role != rolePrimary {
+		return false
+	}
+	now := time.Now()
+	at := n.capturedAt.Load()
+	return now.Sub(probed) < m.c.cfg.IdleMonitorInterval && at != 0 &&
+		time.Duration(now.UnixNano()-at) < m.c.cfg.MonitorInterval
+}
+
+// probeNode probes n once and publishes what it found; false: the monitor
+// is stopping.
+func (m *monitor) probeNode(ctx context.Context, n *node) bool {
+	// A probe of the primary reads its position after every write
+	// that took a ticket before it was sent: it covers them for free.
+	var marks *clusterMarks
+	var ticket uint64
+	if prev := n.status.Load(); prev != nil && prev.role == rolePrimary && prev.err == nil && prev.sysid != 0 {
+		marks = m.c.marksFor(prev.sysid)
+		ticket = marks.issued.Load()
+	}
+	// A probe on the open connection gets ProbeTimeout: a host that
+	// stops answering is down that long after the probe was sent. The
+	// timeout closes the socket, because lib/pq answers a cancelled
+	// context by asking the server to cancel, which a frozen server
+	// never does. A capture borrowing the connection is waited for
+	// (it too ends within ProbeTimeout).
+	if n.probeLock.lock(ctx) != nil {
+		return false
+	}
+	timeout := m.c.cfg.ProbeTimeout
+	if n.probeConn == nil {
+		timeout += m.c.cfg.ConnectTimeout
+	}
+	n.probesStarted.Add(1)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	stop := context.AfterFunc(pctx, func() { n.probeSocks.close() })
+	st := m.c.probe(pctx, n)
+	if !stop() {
+		if n.probeConn != nil {
+			n.probeConn.Close() // its socket may be closed
+			n.probeConn = nil
+		}
+		if st.err != nil && ctx.Err() == nil {
+			st.err = fmt.Errorf("no answer to the probe within %v: %w", timeout, st.err)
+		}
+	}
+	cancel()
+	n.probeLock.unlock()
+	if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {
+		// pg_current_wal_flush_lsn() is past every synchronous commit
+		// that returned before the probe.
+		marks.cover(ticket, reachableLSN(st.lsn))
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	m.c.applyStatus(n, st)
+	n.probes.Add(1)
+	m.rebuild()
+	n.pool.reap()
+	return true
 }
 
 // idleFor returns how long the connector's pools have lent no connection

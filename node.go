@@ -136,6 +136,9 @@ type node struct {
 	wakeCh chan struct{}
 	// probes counts finished probes.
 	probes atomic.Int64
+	// capturedAt is when a capture last read the primary's position on
+	// the probe connection (unix ns; see monitor.captureStandsIn).
+	capturedAt atomic.Int64
 	// probesStarted counts probes sent (a probe may be under way).
 	probesStarted atomic.Int64
 

@@ -40,22 +40,26 @@ var errNoProbeConn = errors.New("pgreplica: no probe connection open")
 // not wait longer than a probe's time to send one. Such a timeout counts
 // as a failed probe (probeOnce reports it): a frozen primary is marked
 // down as soon as if a probe had found it.
-func (n *node) queryLSNOnProbeConn(ctx context.Context, query string, timeout time.Duration) (LSN, error) {
+func (n *node) queryLSNOnProbeConn(ctx context.Context, query string, timeout time.Duration) (lsn LSN, at time.Time, err error) {
 	if err := n.probeLock.lock(ctx); err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	defer n.probeLock.unlock()
 	if n.probeConn == nil {
-		return 0, errNoProbeConn
+		return 0, time.Time{}, errNoProbeConn
 	}
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// As for a probe: closing the socket is the one way to stop lib/pq
 	// waiting for a server that answers nothing.
 	stop := context.AfterFunc(qctx, func() { n.probeSocks.close() })
-	lsn, err := queryLSN(qctx, n.probeConn, query)
+	start := time.Now()
+	lsn, err = queryLSN(qctx, n.probeConn, query)
 	if stop() && err == nil {
-		return lsn, nil
+		// The server read it about half a round trip ago (as a probe).
+		at = start.Add(time.Since(start) / 2)
+		n.capturedAt.Store(at.UnixNano())
+		return lsn, at, nil
 	}
 	n.probeConn.Close()
 	n.probeConn = nil
@@ -64,5 +68,5 @@ func (n *node) queryLSNOnProbeConn(ctx context.Context, query string, timeout ti
 		n.probeFailed = err
 	}
 	n.poke()
-	return 0, err
+	return 0, time.Time{}, err
 }

@@ -201,9 +201,12 @@ func (t *topology) measureLag(v *nodeView, lags *lagTracker) {
 	if p == nil {
 		return
 	}
+	// The primary's position when the replica was sampled: from the
+	// tracker, whose samples include captures newer than the primary's
+	// last probe (monitor.captureStandsIn); without one, the probe's.
 	primary := p.status.lsn
 	if pos, ok := lags.positionAt(v.status.at); ok {
-		primary = min(primary, pos)
+		primary = pos
 	}
 	if v.status.lsn < primary {
 		v.lagBytes = uint64(primary - v.status.lsn)

@@ -226,7 +226,12 @@ func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error)
 	if pv == nil {
 		return 0, t.writeErr
 	}
-	lsn, err := pv.n.queryLSNOnProbeConn(ctx, lsnSQL(async), c.cfg.ProbeTimeout)
+	lsn, at, err := pv.n.queryLSNOnProbeConn(ctx, lsnSQL(async), c.cfg.ProbeTimeout)
+	if err == nil && !async {
+		// The flush position, as a probe reads it: a sample of the lag
+		// tracker (the probe it may stand in for would have added one).
+		c.primaryLSNs.add(at, lsn)
+	}
 	if !errors.Is(err, errNoProbeConn) {
 		return lsn, err
 	}
