@@ -34,7 +34,8 @@ func (l connLock) unlock() { <-l }
 var errNoProbeConn = errors.New("pgreplica: no probe connection open")
 
 // queryLSNOnProbeConn runs query, which returns one position, on the
-// node's probe connection. It waits for a probe under way, and gives the
+// node's probe connection, and returns the position with when the server
+// read it (a lag-tracker sample, as a probe's). It waits for a probe under way, and gives the
 // query the probe timeout: a primary that does not answer a one-value
 // SELECT in that time would fail its next probe too, and the monitor must
 // not wait longer than a probe's time to send one. Such a timeout counts
@@ -56,7 +57,8 @@ func (n *node) queryLSNOnProbeConn(ctx context.Context, query string, timeout ti
 	start := time.Now()
 	lsn, err = queryLSN(qctx, n.probeConn, query)
 	if stop() && err == nil {
-		// The server read it about half a round trip ago (as a probe).
+		// Read by the server about half a round trip before the
+		// answer arrived, as for a probe.
 		at = start.Add(time.Since(start) / 2)
 		n.capturedAt.Store(at.UnixNano())
 		return lsn, at, nil
