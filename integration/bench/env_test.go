@@ -308,27 +308,17 @@ func stmtsOn(ctx context.Context, e *env, db *sql.DB) (*connStmts, error) {
 }
 
 func stmtsInTx(ctx context.Context, e *env, db *sql.DB, i int) error {
-	cs, err := stmtsOn(ctx, e, db)
-	if err != nil {
-		return err
-	}
-	tx, err := cs.conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	var v string
-	if err := tx.StmtContext(ctx, cs.lock).QueryRowContext(ctx, rowID(i)).Scan(&v); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if _, err := tx.StmtContext(ctx, cs.insert).ExecContext(ctx, "x"); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return txWithStmts(ctx, e, db, i, (*sql.Tx).StmtContext)
 }
 
 func connStmtsInTx(ctx context.Context, e *env, db *sql.DB, i int) error {
+	return txWithStmts(ctx, e, db, i, func(_ *sql.Tx, _ context.Context, st *sql.Stmt) *sql.Stmt { return st })
+}
+
+// txWithStmts runs one transaction on the handle's *sql.Conn: a row
+// locked, then a write, with the statements prepared on the conn, each
+// taken into the transaction by use (Tx.StmtContext, or as it is).
+func txWithStmts(ctx context.Context, e *env, db *sql.DB, i int, use func(*sql.Tx, context.Context, *sql.Stmt) *sql.Stmt) error {
 	cs, err := stmtsOn(ctx, e, db)
 	if err != nil {
 		return err
@@ -338,11 +328,11 @@ func connStmtsInTx(ctx context.Context, e *env, db *sql.DB, i int) error {
 		return err
 	}
 	var v string
-	if err := cs.lock.QueryRowContext(ctx, rowID(i)).Scan(&v); err != nil {
+	if err := use(tx, ctx, cs.lock).QueryRowContext(ctx, rowID(i)).Scan(&v); err != nil {
 		tx.Rollback()
 		return err
 	}
-	if _, err := cs.insert.ExecContext(ctx, "x"); err != nil {
+	if _, err := use(tx, ctx, cs.insert).ExecContext(ctx, "x"); err != nil {
 		tx.Rollback()
 		return err
 	}
