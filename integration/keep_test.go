@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -60,10 +61,22 @@ func TestKeepStartsTheKeptClusterAgain(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	dir := filepath.Join(traversableTempDir(t, "pgr-keep"), "dev")
-	port := freePortPair(t)
-	c, err := integration.Start(ctx, integration.Options{Replicas: 1, Dir: dir, Keep: true, Port: port, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
+	var c *integration.Cluster
+	var port int
+	for attempt := 1; ; attempt++ {
+		port = freePortPair(t)
+		var err error
+		c, err = integration.Start(ctx, integration.Options{Replicas: 1, Dir: dir, Keep: true, Port: port, Logf: t.Logf})
+		if err == nil {
+			break
+		}
+		// Another process took one of the two ports after we found them
+		// free (an outgoing connection may): pick two others.
+		if !errors.Is(err, integration.ErrPortTaken) || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v", attempt, err)
+		os.RemoveAll(dir)
 	}
 	defer c.Close()
 	if c.Dir() != dir || c.Port(0) != port || c.Port(1) != port+1 {

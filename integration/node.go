@@ -109,7 +109,10 @@ func conninfo(s servers, n, upstream *node) string {
 func onFreePort(n *node, logf func(string, ...any), try func() (taken bool, err error)) error {
 	for attempt := 1; ; attempt++ {
 		taken, err := try()
-		if err == nil || attempt == 5 || !taken || n.fixedPort {
+		if taken && n.fixedPort {
+			return fmt.Errorf("%w: %d (node %d): %w", ErrPortTaken, n.port, n.index, err)
+		}
+		if err == nil || attempt == 5 || !taken {
 			return err
 		}
 		port, perr := reservePort()
@@ -121,6 +124,12 @@ func onFreePort(n *node, logf func(string, ...any), try func() (taken bool, err 
 		n.port = port
 	}
 }
+
+// ErrPortTaken: a port asked for (Options.Port) was taken by another
+// process before the server could bind it. Any outgoing connection on
+// loopback may take a free port: a caller that picked the ports itself
+// can pick others and start again.
+var ErrPortTaken = errors.New("integration: the port asked for is taken")
 
 // Ports handed out in this process, so that clusters started side by side
 // never pick the same one.

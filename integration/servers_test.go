@@ -154,3 +154,29 @@ func TestFallbackToDocker(t *testing.T) {
 		t.Fatalf("runtime %q without binaries, want docker", s.runtime())
 	}
 }
+
+// TestFixedPortTaken: a node whose port was asked for is never moved; when
+// that port is taken, the error says so (ErrPortTaken), so that the caller
+// can pick other ports. A node on a port of ours moves and starts.
+func TestFixedPortTaken(t *testing.T) {
+	taken := errors.New("could not bind")
+	fixed := &node{index: 1, port: 40000, fixedPort: true}
+	tries := 0
+	err := onFreePort(fixed, t.Logf, func() (bool, error) { tries++; return true, taken })
+	if !errors.Is(err, ErrPortTaken) || !errors.Is(err, taken) || tries != 1 || fixed.port != 40000 {
+		t.Errorf("fixed port taken: err %v, %d tries, port %d; want ErrPortTaken after 1 try on 40000", err, tries, fixed.port)
+	}
+	moved := &node{index: 1, port: 40000}
+	tries = 0
+	err = onFreePort(moved, t.Logf, func() (bool, error) {
+		tries++
+		if tries == 1 {
+			return true, taken
+		}
+		return false, nil
+	})
+	defer releasePort(moved.port)
+	if err != nil || tries != 2 || moved.port == 40000 {
+		t.Errorf("free port taken: err %v, %d tries, port %d; want a start on another port", err, tries, moved.port)
+	}
+}
