@@ -2,7 +2,6 @@ package tpcc
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"sync"
@@ -32,8 +31,8 @@ func BenchmarkTPCCPaired(b *testing.B) {
 	} {
 		b.Run(inner.name, func(b *testing.B) {
 			ctx := context.Background()
-			routed := openBench(b, pgreplica.DriverName, cluster.DSN()+"&pgreplica_driver="+inner.pgreplica+"&application_name=pgr_tpcc_bench")
-			plain := openBench(b, inner.driver, cluster.NodeDSN(cluster.Primary())+"&application_name=pgr_tpcc_plain")
+			routed := openWith(b, pgreplica.DriverName, cluster.DSN()+"&pgreplica_driver="+inner.pgreplica+"&application_name=pgr_tpcc_bench")
+			plain := openWith(b, inner.driver, cluster.NodeDSN(cluster.Primary())+"&application_name=pgr_tpcc_plain")
 			cfg := &tpcc.Config{Driver: "postgres", DBName: "postgres", Threads: threads, Parts: 1, Warehouses: 1,
 				PartitionType: tpcc.PartitionTypeHash, MaxMeasureLatency: 16 * time.Second, OutputStyle: "plain"}
 			wr, err := tpcc.NewWorkloader(routed, cfg)
@@ -81,20 +80,6 @@ func BenchmarkTPCCPaired(b *testing.B) {
 			fmt.Printf("%s: pgreplica ÷ %s alone %.3f–%.3f over %d rounds\n", inner.name, inner.name, slices.Min(ratios), slices.Max(ratios), rounds)
 		})
 	}
-}
-
-func openBench(b *testing.B, driver, dsn string) *sql.DB {
-	b.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	db.SetMaxIdleConns(threads + 1)
-	if err := db.Ping(); err != nil {
-		b.Fatal(err)
-	}
-	return db
 }
 
 // txPerSecond runs TPC-C transactions on every thread for 5 s.

@@ -28,14 +28,20 @@ const threads = 4
 // lib/pq: the pool sized as go-tpc sizes it.
 func openDB(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sql.Open(pgreplica.DriverName, cluster.DSN()+"&pgreplica_driver=pq&application_name=pgr_tpcc")
+	return openWith(t, pgreplica.DriverName, cluster.DSN()+"&pgreplica_driver=pq&application_name=pgr_tpcc")
+}
+
+// openWith opens driver on dsn with go-tpc's pool size, closed with tb.
+func openWith(tb testing.TB, driver, dsn string) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open(driver, dsn)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	tb.Cleanup(func() { db.Close() })
 	db.SetMaxIdleConns(threads + 1)
 	if err := db.Ping(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return db
 }
