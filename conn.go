@@ -126,7 +126,7 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 	if sticky != nil {
 		return cn.queryOn(ctx, &pl, sticky.p, query, cls, args)
 	}
-	st := statement{query: query, args: args, cls: cls}
+	st := statement{query: query, args: args, cls: cls, inFlight: cn.c.flights}
 	l, err := cn.c.route(ctx, &pl, &st, nil)
 	if err != nil {
 		return nil, err

@@ -20,7 +20,10 @@ type Connector struct {
 	// logger and the counters most reads add to share three cache lines.
 	closed atomic.Bool
 	pq     bool // the inner driver is lib/pq (Config.Driver)
-	topo   atomic.Pointer[topology]
+	// flights: database/sql reads may carry their replay check in their
+	// own flight (flightread.go).
+	flights bool
+	topo    atomic.Pointer[topology]
 	// mark is this connector's handle on its cluster's process
 	// watermarks; localMarks stand in while the cluster is unknown
 	// (watermark.go).
@@ -93,6 +96,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 		return nil, err
 	}
 	c := &Connector{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger}
+	c.flights = flightsFor(&c.cfg)
 	c.refused.init(1024)
 	c.conflicting.init(1024)
 	if c.log == nil {

@@ -266,7 +266,8 @@ func (genericWire) describe(ctx context.Context, p *physical, query string) (int
 // looks at the inner connection's type.
 func newWire(c driver.Conn) wire {
 	if sc, ok := c.(*stdlib.Conn); ok {
-		return &pgxWire{conn: sc.Conn()}
+		pc := sc.Conn()
+		return &pgxWire{conn: pc, mode: pc.Config().DefaultQueryExecMode}
 	}
 	if isPqConn(c) {
 		return newPqWire(c)

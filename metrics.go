@@ -26,6 +26,7 @@ type metrics struct {
 	visibilityWaits                    atomic.Int64
 	fallbackConflict, conflictsAvoided atomic.Int64
 	fallbackPeak                       atomic.Int64
+	replayChecks, flightChecks         atomic.Int64
 }
 
 // Reasons a read could not be served by a replica.
@@ -80,6 +81,12 @@ type Stats struct {
 	// waited for it to show a commit a replica may already have shown
 	// the session (docs/consistency.md, "Moving to the primary").
 	PrimaryVisibilityWaits int64
+	// ReplayChecks counts the replay checks reads sent before they ran,
+	// a round trip each (lib/pq, simple_protocol, a read-only
+	// transaction, a wait for a replica to catch up); FlightChecks those
+	// that rode in the read's own flight, at no round trip of their own
+	// (docs/consistency.md, "Proven on the server that answers").
+	ReplayChecks, FlightChecks int64
 	// Nodes is the status of every host.
 	Nodes []NodeStatus
 }
@@ -129,6 +136,8 @@ func (c *Connector) Stats() Stats {
 		HedgeWins:              m.hedgeWins.Load(),
 		HedgesDenied:           m.hedgesDenied.Load(),
 		PrimaryVisibilityWaits: m.visibilityWaits.Load(),
+		ReplayChecks:           m.replayChecks.Load(),
+		FlightChecks:           m.flightChecks.Load(),
 		Nodes:                  c.Nodes(),
 	}
 	// After the wins: a hedge is counted before it can win, so a

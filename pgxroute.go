@@ -114,24 +114,14 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		}
 		return newPgxLease(&pl, l, req.Kind), nil
 	}
-	c.avoidConflicts(&pl, query)
-	// Most reads need no guard: checked here, inlined, to spare them the
-	// call.
-	if pl.unproven() && guardable(req.Kind) {
-		if g := req.Guarded; g != nil {
-			l, ok, err := c.guardedRead(ctx, &pl, cls, query, g)
-			if err != nil {
-				return pgxroute.Lease{}, err
-			}
-			if ok {
-				return newPgxLease(&pl, l, req.Kind), nil
-			}
-		}
-	}
-	// A query's op may be hedged; it holds the results for the caller.
+	// A query's op may be hedged, or run behind its replay check in its
+	// own flight (acquire); it holds the results for the caller.
 	st := &statement{query: query, cls: cls}
 	if req.Kind == pgxroute.Query && pl.read {
 		st.hedge = req.Hedge
+	}
+	if guardable(req.Kind) {
+		st.guard = req.Guarded
 	}
 	l, err = c.route(ctx, &pl, st, func(_ context.Context, p *physical) error {
 		p.note(cls)
@@ -158,7 +148,7 @@ func guardable(k pgxroute.Kind) bool {
 // as the driver does (wait for a replica, or fall back), having lost no
 // more than that one round trip.
 func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass, query string,
-	guarded pgxroute.GuardedOp) (l lease, ok bool, err error) {
+	guarded pgxroute.GuardedOp, fq *flightQuery) (l lease, ok bool, err error) {
 	if !pl.unproven() || pl.conflicted {
 		return lease{}, false, nil
 	}
@@ -171,7 +161,19 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass, qu
 	}
 	p := l.p
 	p.note(cls)
-	replayed, err := guarded.RunGuarded(pgxConnOf(p), uint64(need))
+	var replayed uint64
+	if fq != nil {
+		var r LSN
+		r, err = fq.run(p, need)
+		replayed = uint64(r)
+	} else {
+		replayed, err = guarded.RunGuarded(pgxConnOf(p), uint64(need))
+	}
+	if errors.Is(err, errNoFlight) {
+		l.release(nil)
+		return lease{}, false, nil
+	}
+	c.metrics.flightChecks.Add(1)
 	if replayed != 0 {
 		p.node.observeOn(p.srv, LSN(replayed))
 	}

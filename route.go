@@ -85,6 +85,12 @@ type statement struct {
 	// hedge is the pgx handle's operation when it may be hedged (route's
 	// op then runs it unhedged).
 	hedge pgxroute.HedgeOp
+	// guard is the pgx handle's operation when it may carry its replay
+	// check in its own flight; inFlight says the query itself may
+	// (flightread.go). A read whose replica is not known fresh then runs
+	// so, once its position is known (acquire).
+	guard    pgxroute.GuardedOp
+	inFlight bool
 }
 
 // runQuery runs a query on p.
@@ -101,9 +107,9 @@ func runQuery(ctx context.Context, p *physical, query string, args []driver.Name
 func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(ctx context.Context, p *physical) error) (lease, error) {
 	c.avoidConflicts(pl, st.query)
 	for {
-		l, err := c.acquire(ctx, pl)
-		if err != nil {
-			return lease{}, err
+		l, ran, err := c.acquire(ctx, pl, st)
+		if err != nil || ran {
+			return l, err
 		}
 		if c.pq {
 			// The statement and its rows end with the lease (route serves
@@ -148,42 +154,69 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 
 // acquire borrows the connection the plan calls for: the primary; a
 // replica that satisfies the read; one after waiting; or the fallback.
-func (c *Connector) acquire(ctx context.Context, pl *plan) (lease, error) {
+// ran reports a read that ran already, with its replay check in its own
+// flight, on the lease returned (st's rows or op hold its answer).
+func (c *Connector) acquire(ctx context.Context, pl *plan, st *statement) (l lease, ran bool, err error) {
 	if pl.onPrimary {
-		return c.leasePrimary(ctx, pl.topo, false)
+		l, err = c.leasePrimary(ctx, pl.topo, false)
+		return l, false, err
 	}
 	if pl.conflicted {
 		// The replicas replay what cancelled it: the primary serves it.
 		c.metrics.noteFallback(ReasonConflict, pl.tokened(), false)
-		return c.fallBack(ctx, pl, errConflicts)
+		l, err = c.fallBack(ctx, pl, errConflicts)
+		return l, false, err
 	}
 	if pl.pending != 0 {
 		if l, ok, err := c.readAfterWrite(ctx, pl); ok || err != nil {
-			return l, err
+			return l, false, err
 		}
 		if !pl.at.IsZero() {
 			pl.at = time.Now() // the wait for a replica starts now
 		}
 	}
+	if (st.guard != nil || st.inFlight) && pl.unproven() {
+		if l, ran, err = c.readInFlight(ctx, pl, st); ran || err != nil {
+			return l, ran, err
+		}
+		if pl.onPrimary || pl.conflicted {
+			return c.acquire(ctx, pl, st) // retry sent it to the primary
+		}
+	}
 	first := pl.tried == 0
-	l, err := c.leaseReplica(ctx, pl)
+	l, err = c.leaseReplica(ctx, pl)
 	if first && pl.tokened() {
 		c.metrics.tokenedReads.Add(1)
 		c.metrics.wait.observe(pl.waited())
 	}
 	if err == nil {
-		return l, nil
+		return l, false, nil
 	}
 	if ctx.Err() != nil {
-		return lease{}, ctx.Err()
+		return lease{}, false, ctx.Err()
 	}
 	if nf := (*NoFreshReplicaError)(nil); errors.As(err, &nf) {
 		c.metrics.noteFallback(nf.Reason, pl.tokened(), pl.fallback == FallbackError)
 	}
 	if pl.fallback == FallbackError {
-		return lease{}, err
+		return lease{}, false, err
 	}
-	return c.fallBack(ctx, pl, err)
+	l, err = c.fallBack(ctx, pl, err)
+	return l, false, err
+}
+
+// readInFlight runs st with its replay check in its own flight
+// (guardedRead); the database/sql door's query leaves its rows in st.
+func (c *Connector) readInFlight(ctx context.Context, pl *plan, st *statement) (lease, bool, error) {
+	if st.guard != nil {
+		return c.guardedRead(ctx, pl, st.cls, st.query, st.guard, nil)
+	}
+	fq := flightQuery{ctx: ctx, query: st.query, args: st.args}
+	l, ok, err := c.guardedRead(ctx, pl, st.cls, st.query, nil, &fq)
+	if ok {
+		st.rows = fq.rows
+	}
+	return l, ok, err
 }
 
 // errConflicts is why a read fell back after replay conflicts (logs).
@@ -529,6 +562,7 @@ func (c *Connector) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lea
 		if err != nil {
 			continue
 		}
+		c.metrics.replayChecks.Add(1)
 		replay, inTx, err := checkReplay(ctx, res.Value())
 		if err == nil {
 			n.observeOn(res.Value().srv, replay)

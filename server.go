@@ -319,6 +319,7 @@ func (c *Connector) provenOn(ctx context.Context, p *physical, need LSN) (ok, in
 	if p.knownReplay() >= need {
 		return true, false, nil
 	}
+	c.metrics.replayChecks.Add(1)
 	replay, inTx, err := checkReplay(ctx, p)
 	if err != nil {
 		return false, inTx, err

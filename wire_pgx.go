@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
 
@@ -13,6 +14,10 @@ import (
 // underneath database/sql.
 type pgxWire struct {
 	conn *pgx.Conn
+	// mode is the connection's query mode; descs the descriptions of
+	// statements its reads in flight sent (flightread.go).
+	mode  pgx.QueryExecMode
+	descs map[string]*pgconn.StatementDescription
 }
 
 // describe sends an unnamed Parse/Describe/Sync: one round trip and

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -18,8 +19,10 @@ import (
 // the pgx-native handle the round trips the same read costs a
 // pgxpool.Pool of that replica: the replay check rides in the read's own
 // flight. A query and a batch of reads take one round trip, a read-only
-// transaction three (BEGIN with the check, the query, COMMIT). (The
-// database/sql driver checks first: one more.)
+// transaction three (BEGIN with the check, the query, COMMIT). Through
+// database/sql with pgx inside, a query takes one round trip too, as
+// pgx's stdlib on that replica (flightread.go); lib/pq checks first, one
+// more.
 func TestGuardedReadRoundTrips(t *testing.T) {
 	cluster.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -57,14 +60,71 @@ func TestGuardedReadRoundTrips(t *testing.T) {
 		}},
 	} {
 		t.Run(read.name, func(t *testing.T) {
-			per, counted := guardedRoundTrips(t, ctx, h, proxies, read.run)
+			per, counted := guardedRoundTrips(t, ctx, handleWrites{h}, proxies, read.run)
 			t.Logf("guarded session %s: %.2f round trips over %d reads on connections used before (pgxpool: %d)", read.name, per, counted, read.trips)
 			if per != float64(read.trips) {
 				t.Errorf("a guarded %s made %.2f round trips, want %d (the check in the read's flight)", read.name, per, read.trips)
 			}
 		})
 	}
+	for _, drv := range []struct {
+		name  string
+		trips int // the inner driver's own for this read
+	}{{"pgx", 1}, {"pq", 2}} {
+		t.Run("database/sql "+drv.name, func(t *testing.T) {
+			cfg, err := pgreplica.ParseDSN(ep.clusterDSN() + "&pgreplica_driver=" + drv.name +
+				"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s&application_name=pgreplica_guard")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := pgreplica.NewConnector(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := sql.OpenDB(c)
+			t.Cleanup(func() { db.Close() })
+			checks := c.Stats().ReplayChecks
+			per, counted := guardedRoundTrips(t, ctx, sqlWrites{db, c}, proxies, func(ctx context.Context, id int64) (v string, err error) {
+				return v, db.QueryRowContext(ctx, sel, id).Scan(&v)
+			})
+			st := c.Stats()
+			t.Logf("guarded session query through database/sql (%s): %.2f round trips over %d reads on connections used before (%s alone: %d); %d checks in flight, %d before the read",
+				drv.name, per, counted, drv.name, drv.trips, st.FlightChecks, st.ReplayChecks-checks)
+			want := float64(drv.trips)
+			if drv.name == "pq" {
+				want++ // lib/pq cannot pipeline: the check goes first
+			}
+			if per != want {
+				t.Errorf("a guarded query through database/sql (%s) made %.2f round trips, want %.0f", drv.name, per, want)
+			}
+		})
+	}
 }
+
+// guardedWrites is what guardedRoundTrips needs of a handle: a write in
+// the session's context that returns the new row's id, and its fallback
+// count.
+type guardedWrites interface {
+	insert(ctx context.Context, sql, v string) (int64, error)
+	fallbacks() int64
+}
+
+type handleWrites struct{ h *pgreplicapgx.Pool }
+
+func (w handleWrites) insert(ctx context.Context, sql, v string) (id int64, err error) {
+	return id, w.h.QueryRow(ctx, sql, v).Scan(&id)
+}
+func (w handleWrites) fallbacks() int64 { return w.h.Stat().FallbackReads }
+
+type sqlWrites struct {
+	db *sql.DB
+	c  *pgreplica.Connector
+}
+
+func (w sqlWrites) insert(ctx context.Context, sql, v string) (id int64, err error) {
+	return id, w.db.QueryRowContext(ctx, sql, v).Scan(&id)
+}
+func (w sqlWrites) fallbacks() int64 { return w.c.Stats().FallbackReads }
 
 // guardedRoundTrips writes a row and reads it back through read, in a
 // session, once the replicas have replayed the write, and returns the
@@ -72,19 +132,19 @@ func TestGuardedReadRoundTrips(t *testing.T) {
 // prepares the statements (pgxpool's first read on a connection does
 // too): rounds whose read used a connection no earlier read used are not
 // counted.
-func guardedRoundTrips(t *testing.T, ctx context.Context, h *pgreplicapgx.Pool, proxies []*countingProxy,
+func guardedRoundTrips(t *testing.T, ctx context.Context, h guardedWrites, proxies []*countingProxy,
 	read func(context.Context, int64) (string, error)) (per float64, counted int) {
 	t.Helper()
 	sess := pgreplica.NewSession()
 	sctx := pgreplica.WithSession(ctx, sess)
 	insert := "INSERT INTO " + rtTable + " (v) VALUES ($1) RETURNING id"
 	const rounds, minCounted = 16, 8
-	trips, fallbacks := 0, h.Stat().FallbackReads
+	trips, fallbacks := 0, h.fallbacks()
 	seen := map[*proxiedConn]bool{}
 	for i := range rounds {
 		want := fmt.Sprint("guarded ", i)
-		var id int64
-		if err := h.QueryRow(sctx, insert, want).Scan(&id); err != nil {
+		id, err := h.insert(sctx, insert, want)
+		if err != nil {
 			t.Fatal(err)
 		}
 		lsn := sess.LSN() // the write's position, read on the capture connection (not counted)
@@ -121,7 +181,7 @@ func guardedRoundTrips(t *testing.T, ctx context.Context, h *pgreplicapgx.Pool, 
 	if counted < minCounted {
 		t.Fatalf("only %d of %d reads were on a connection used before; want at least %d", counted, rounds, minCounted)
 	}
-	if n := h.Stat().FallbackReads - fallbacks; n != 0 {
+	if n := h.fallbacks() - fallbacks; n != 0 {
 		t.Errorf("%d reads fell back to the primary: the replicas had replayed the write", n)
 	}
 	return float64(trips) / float64(counted), counted
