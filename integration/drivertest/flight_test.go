@@ -148,4 +148,3 @@ func (a answer) mustEqual(t *testing.T, want answer) {
 		}
 	}
 }
-
