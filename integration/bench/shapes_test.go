@@ -16,8 +16,8 @@ import (
 // the same address directly. Direct: each replica its own address. An
 // endpoint: HAProxy round-robining over both replicas (proven by what all
 // servers behind it are known to have: nothing extra). A pooler: PgBouncer
-// in transaction mode in front of replica 1 (proven inside the read's own
-// transaction: BEGIN with the check, the read, ROLLBACK).
+// in transaction mode in front of replica 1 (proven by a check in the
+// read's own flight, flightread.go).
 //
 //	go test -run '^$' -bench BenchmarkShapeRead -benchtime 3000x -count 5 ./integration/bench
 func BenchmarkShapeRead(b *testing.B) {
