@@ -226,7 +226,7 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 		pl.tried.add(n.idx)
 		return lease{}, 0, false
 	}
-	return c.newLease(res, true, false), need, true
+	return c.newLease(res, true, false), max(need, c.needOn(pl, n)), true
 }
 
 // pgxConnOf returns the pgx connection under a physical connection of

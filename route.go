@@ -284,10 +284,11 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		i := c.choose(pl.topo, set)
 		n := pl.topo.nodes[i].n
 		res, err := c.acquireReplica(ctx, n, set.len() > 1)
-		if err == nil && pl.need > 0 && n.perConnection() {
-			// Chosen by what all its servers are known to have: this
-			// connection may reach one not known yet.
-			ok, inTx, err := c.provenOn(ctx, res.Value(), pl.need)
+		if need := c.needOn(pl, n); err == nil && need > 0 {
+			// Chosen by what all its servers are known to have, and by the
+			// lag of the one its probe reached: this connection may reach
+			// another.
+			ok, inTx, err := c.provenOn(ctx, res.Value(), need)
 			if !ok {
 				if inTx {
 					err = endCheckTx(res.Value(), c.cfg.ProbeTimeout)
@@ -339,6 +340,30 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		}
 	}
 	return lease{}, noReplicaError(pl)
+}
+
+// needOn is the position a read under pl must be proven to have on a
+// connection of n before it runs there: none for a node with one server
+// (selection proved it); for an endpoint or a pooler, the plan's position
+// and the one its lag bounds stand for. The node's lag is that of the
+// server its probe reached, which says nothing of the server a
+// connection reaches: a server within MaxLag (or WithMaxStaleness) has
+// replayed what the primary had written that long ago, within
+// MaxLagBytes what the primary had written less those bytes.
+func (c *Connector) needOn(pl *plan, n *node) LSN {
+	if !n.perConnection() {
+		return 0
+	}
+	need := pl.need
+	if pl.maxLag > 0 {
+		if then, ok := c.primaryLSNs.positionAt(time.Now().Add(-pl.maxLag)); ok {
+			need = max(need, then)
+		}
+	}
+	if pv := pl.topo.primaryNode(); pl.maxLagBytes > 0 && pv != nil && uint64(pv.status.lsn) > pl.maxLagBytes {
+		need = max(need, pv.status.lsn-LSN(pl.maxLagBytes))
+	}
+	return need
 }
 
 // leaseAffine serves a session's read on the replica its last read used
@@ -569,7 +594,7 @@ func (c *Connector) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lea
 			if best != nil {
 				*best = max(*best, replay)
 			}
-			if replay >= pl.need {
+			if replay >= max(pl.need, c.needOn(pl, n)) {
 				res.Value().lent = monoNow() // the read starts after the check
 				l := c.newLease(res, true, false)
 				l.inTx = inTx

@@ -205,3 +205,82 @@ func (l *recordedLogs) all() string {
 	defer l.mu.Unlock()
 	return strings.Join(l.msgs, "; ")
 }
+
+// TestStalenessBoundBehindEndpoint: a read that accepts a bounded lag
+// (WithMaxStaleness) through a reader endpoint is held to that bound on
+// the server its connection reaches, not on the lag of the one server the
+// monitor's probe reached. The endpoint round-robins over a replica that
+// replays and one whose replay is paused, the probe sits on the first:
+// every read sees data at most about the bound old, and some are served
+// by the replica that keeps up.
+func TestStalenessBoundBehindEndpoint(t *testing.T) {
+	ep := cluster.ReaderEndpoint(t)
+	for _, inner := range drivers {
+		t.Run(inner, func(t *testing.T) {
+			ctx := ctxFor(t)
+			db, c := openShape(t, inner, []string{primaryAddr(), ep.Addr()}, "pgreplica_monitor_interval=50ms")
+			tbl := table(t, db)
+			if _, err := db.ExecContext(ctx, "INSERT INTO "+tbl+" (id, v) VALUES (1, clock_timestamp()::text)"); err != nil {
+				t.Fatal(err)
+			}
+			holdReads(t, db, 4) // both servers known behind the endpoint
+			stale := pausedBesideProbe(t, c)
+			mustExec(t, stale, "SELECT pg_wal_replay_pause()")
+			defer mustExec(t, stale, "SELECT pg_wal_replay_resume()")
+
+			stop := loop(1, func(int) {
+				db.ExecContext(ctx, "UPDATE "+tbl+" SET v = clock_timestamp()::text WHERE id = 1")
+			})
+			defer stop()
+			const bound, slack = 300 * time.Millisecond, 250 * time.Millisecond
+			rctx := pgreplica.WithMaxStaleness(ctx, bound)
+			before := c.Stats().ReplicaReads
+			end := time.Now().Add(1500 * time.Millisecond)
+			for time.Now().Before(end) {
+				start := time.Now()
+				var v string
+				if err := db.QueryRowContext(rctx, "SELECT v FROM "+tbl+" WHERE id = 1").Scan(&v); err != nil {
+					t.Fatal(err)
+				}
+				written, err := time.Parse("2006-01-02 15:04:05.999999-07", v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if age := start.Sub(written); age > bound+slack {
+					t.Fatalf("a read bounded to %v of lag saw a value written %v before it began (replica %d paused)", bound, age.Round(time.Millisecond), stale)
+				}
+			}
+			if n := c.Stats().ReplicaReads - before; n == 0 {
+				t.Fatal("no read was served by the replica that keeps up")
+			}
+		})
+	}
+}
+
+// pausedBesideProbe returns the node index of the server behind the
+// endpoint (the connector's second host) that the monitor's probe does
+// not reach: the probe's server is the one seen again after every other
+// connection was made.
+func pausedBesideProbe(t *testing.T, c *pgreplica.Connector) int {
+	t.Helper()
+	made := time.Now()
+	ctx := ctxFor(t)
+	for {
+		var probed, other []pgreplica.ServerStatus
+		for _, s := range c.Nodes()[1].Servers {
+			if s.LastSeen.After(made) {
+				probed = append(probed, s)
+			} else {
+				other = append(other, s)
+			}
+		}
+		if len(probed) == 1 && len(other) == 1 {
+			return nodeOf(t, other[0].Port)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the probe's server behind the endpoint was not found: %+v", c.Nodes()[1].Servers)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
