@@ -582,10 +582,29 @@ func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 // seen.
 func (c *Connector) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lease, bool) {
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
-		n := pl.topo.nodes[set.nth(0)].n
-		res, err := n.pool.acquire(ctx)
+		if l, ok := c.checkNode(ctx, pl, pl.topo.nodes[set.nth(0)].n, best); ok {
+			return l, true
+		}
+	}
+	return lease{}, false
+}
+
+// checkNode checks replica n's replay on a connection of its and leases
+// that connection when it has replayed what the plan needs. Behind an
+// endpoint each connection may reach another server: one found behind is
+// held while a few more are tried (serverTries), so that the next borrow
+// does not hand back the same one.
+func (c *Connector) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (lease, bool) {
+	var held []*puddle.Resource[*physical]
+	defer func() {
+		for _, res := range held {
+			n.pool.release(res, nil)
+		}
+	}()
+	for i := range c.serverTries(n) {
+		res, err := c.acquireAnother(ctx, n, i)
 		if err != nil {
-			continue
+			return lease{}, false
 		}
 		c.metrics.replayChecks.Add(1)
 		replay, inTx, err := checkReplay(ctx, res.Value())
@@ -604,9 +623,39 @@ func (c *Connector) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lea
 		if inTx {
 			err = endCheckTx(res.Value(), c.cfg.ProbeTimeout)
 		}
-		n.pool.release(res, err)
+		if err != nil {
+			n.pool.release(res, err)
+			return lease{}, false
+		}
+		held = append(held, res)
 	}
 	return lease{}, false
+}
+
+// serverTries is how many connections of n a read tries to find a server
+// it needs: one where every connection reaches the same server; behind an
+// endpoint a few, never all the pool's (a borrow would wait for one held).
+func (c *Connector) serverTries(n *node) int {
+	if !n.endpoint.Load() {
+		return 1
+	}
+	return max(1, min(maxServerTries, c.cfg.MaxConnsPerHost-1))
+}
+
+// maxServerTries bounds the connections a read holds at once to find one
+// server behind an endpoint.
+const maxServerTries = 4
+
+// acquireAnother borrows a connection of n while the read holds i others:
+// the first as any borrow; the next ones only within ConnectTimeout (new
+// connections, dialled through the address's round robin).
+func (c *Connector) acquireAnother(ctx context.Context, n *node, i int) (*puddle.Resource[*physical], error) {
+	if i == 0 {
+		return n.pool.acquire(ctx)
+	}
+	actx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	defer cancel()
+	return n.pool.acquire(actx)
 }
 
 // lastCheckMargin is left for the last replay check of a wait: a loopback

@@ -202,20 +202,21 @@ func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n
 // primaryMayHide reports whether a replica read of the session on cluster
 // sysid may have shown a commit that the primary does not show yet: one
 // since its last primary read that checked (visibility.go). n is the
-// replica of the latest, gen names it, for primaryShows.
-func (s *Session) primaryMayHide(sysid uint64) (n *node, gen uint64, ok bool) {
+// replica of the latest and srv the server it ran on (nil when not
+// known), gen names it, for primaryShows.
+func (s *Session) primaryMayHide(sysid uint64) (n *node, srv *server, gen uint64, ok bool) {
 	if s == nil || sysid == 0 {
-		return nil, 0, false
+		return nil, nil, 0, false
 	}
 	p := s.pos(sysid, false)
 	if p == nil {
-		return nil, 0, false
+		return nil, nil, 0, false
 	}
 	gen = p.replicaReads.Load()
 	if gen <= p.primaryShown.Load() {
-		return nil, 0, false
+		return nil, nil, 0, false
 	}
-	return p.shownBy.Load(), gen, true
+	return p.shownBy.Load(), p.lastServer.Load(), gen, true
 }
 
 // primaryShows records that the primary showed everything the session's

@@ -5,6 +5,8 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"time"
+
+	"github.com/jackc/puddle/v2"
 )
 
 // A replica can show a commit before the primary does. The primary makes a
@@ -49,12 +51,12 @@ const replicaShowsSQL = `SELECT count(*) FROM unnest($1::text::xid8[]) AS x
 // primary reads need no check.
 func (c *Connector) primaryShowsSession(ctx context.Context, pl *plan, p *physical) error {
 	sysid := pl.topo.sysid
-	shownBy, gen, ok := pl.session.primaryMayHide(sysid)
+	shownBy, srv, gen, ok := pl.session.primaryMayHide(sysid)
 	if !ok {
 		return nil
 	}
 	if shownBy != nil {
-		if err := c.awaitPrimaryShows(ctx, p, shownBy); err != nil {
+		if err := c.awaitPrimaryShows(ctx, p, shownBy, srv); err != nil {
 			return err
 		}
 	}
@@ -63,10 +65,10 @@ func (c *Connector) primaryShowsSession(ctx context.Context, pl *plan, p *physic
 }
 
 // awaitPrimaryShows waits until the primary, on p, hides no transaction
-// that replica n shows as committed, until ctx ends or, without a
-// deadline, for ConnectTimeout. A replica that cannot be asked (down, or
-// restarted) shows nothing the check could wait for.
-func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node) error {
+// that server srv of replica n shows as committed, until ctx ends or,
+// without a deadline, for ConnectTimeout. A replica that cannot be asked
+// (down, or restarted) shows nothing the check could wait for.
+func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node, srv *server) error {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(c.cfg.ConnectTimeout)
@@ -78,7 +80,7 @@ func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node)
 		if err != nil || hidden == "{}" {
 			return err
 		}
-		shown, err := c.replicaShows(ctx, n, hidden)
+		shown, err := c.replicaShows(ctx, n, srv, hidden)
 		if err != nil || shown == 0 {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -106,10 +108,12 @@ func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node)
 }
 
 // replicaShows counts the transactions of the xid8 array xids that
-// replica n shows as committed.
-func (c *Connector) replicaShows(ctx context.Context, n *node, xids string) (int64, error) {
-	res, err := n.pool.acquire(ctx)
-	if err != nil {
+// server srv of replica n shows as committed. Behind an endpoint the
+// question goes to that very server: another one behind the address may
+// not have replayed what the read saw there.
+func (c *Connector) replicaShows(ctx context.Context, n *node, srv *server, xids string) (int64, error) {
+	res, err := c.acquireOnServer(ctx, n, srv)
+	if err != nil || res == nil {
 		return 0, err
 	}
 	s, err := queryText(ctx, res.Value().conn, replicaShowsSQL, driver.NamedValue{Ordinal: 1, Value: xids})
@@ -120,6 +124,36 @@ func (c *Connector) replicaShows(ctx context.Context, n *node, xids string) (int
 	return intValue(s)
 }
 
+// acquireOnServer borrows a connection of n that reaches srv: any one
+// where n's connections all reach one server, or where the server is not
+// known (behind a pooler). On an endpoint it takes more connections while
+// those it gets reach other servers, a few at most (serverTries); nil
+// when none reached srv (it went away, or restarted).
+func (c *Connector) acquireOnServer(ctx context.Context, n *node, srv *server) (*puddle.Resource[*physical], error) {
+	if srv == nil || !n.endpoint.Load() {
+		return n.pool.acquire(ctx)
+	}
+	var others []*puddle.Resource[*physical]
+	defer func() {
+		for _, o := range others {
+			n.pool.release(o, nil)
+		}
+	}()
+	for i := range c.serverTries(n) {
+		res, err := c.acquireAnother(ctx, n, i)
+		if err != nil {
+			if i > 0 && ctx.Err() == nil {
+				return nil, nil // no other connection in time: not asked
+			}
+			return nil, err
+		}
+		if res.Value().srv == srv {
+			return res, nil
+		}
+		others = append(others, res)
+	}
+	return nil, nil
+}
 // queryText runs a query of one value on conn and returns it as text.
 func queryText(ctx context.Context, conn driver.Conn, query string, args ...driver.NamedValue) (string, error) {
 	rows, err := queryInner(ctx, conn, query, args)

@@ -24,13 +24,23 @@ import (
 // the old value at once.
 func TestPrimaryShowsWhatAReplicaShowed(t *testing.T) {
 	for _, inner := range []string{"pgx", "pq"} {
-		t.Run(inner, func(t *testing.T) { testPrimaryShows(t, inner) })
+		t.Run(inner, func(t *testing.T) { testPrimaryShows(t, open(t, inner)) })
+	}
+	// Behind a reader endpoint over both replicas: the session's read
+	// finds the replica that has its position among the connections of
+	// the one address, and the primary's check asks that very server.
+	ep := cluster.ReaderEndpoint(t)
+	for _, inner := range []string{"pgx", "pq"} {
+		t.Run("endpoint/"+inner, func(t *testing.T) {
+			db, _ := openShape(t, inner, []string{primaryAddr(), ep.Addr()})
+			holdReads(t, db, 4)
+			testPrimaryShows(t, db)
+		})
 	}
 }
 
-func testPrimaryShows(t *testing.T, inner string) {
+func testPrimaryShows(t *testing.T, db *sql.DB) {
 	ctx := ctxFor(t)
-	db := open(t, inner)
 	const sync, async = 1, 2
 	p := cluster.Primary()
 	if p != 0 {
