@@ -154,6 +154,7 @@ func (c *Connector) acquireOnServer(ctx context.Context, n *node, srv *server) (
 	}
 	return nil, nil
 }
+
 // queryText runs a query of one value on conn and returns it as text.
 func queryText(ctx context.Context, conn driver.Conn, query string, args ...driver.NamedValue) (string, error) {
 	rows, err := queryInner(ctx, conn, query, args)
