@@ -44,15 +44,18 @@ type result struct {
 	writes    int     // completed in the window
 	reads     int
 	onReplica int // reads a replica served
-	errors    int // failed operations in the window
-	stmts     int64
-	cpu       time.Duration
-	writeLat  []time.Duration // sorted
-	readLat   []time.Duration // sorted
-	conns     []int           // client connections of each node, end of the window
-	idleConns []int           // the same, end of the idle window
-	idleStmts []float64       // statements a second, each node
-	idleCPU   []float64       // CPU ms a second, each node
+	// checks and flights are the replay checks pgreplica's reads sent
+	// before they ran, and in their own flight.
+	checks, flights int64
+	errors          int // failed operations in the window
+	stmts           int64
+	cpu             time.Duration
+	writeLat        []time.Duration // sorted
+	readLat         []time.Duration // sorted
+	conns           []int           // client connections of each node, end of the window
+	idleConns       []int           // the same, end of the idle window
+	idleStmts       []float64       // statements a second, each node
+	idleCPU         []float64       // CPU ms a second, each node
 }
 
 // newResult counts the operations that ended in the window between
@@ -79,6 +82,8 @@ func newResult(side string, procs int, o options, primary, primaryPort int, s *s
 			if m.Port != primaryPort {
 				r.onReplica++
 			}
+			r.checks += m.Checks
+			r.flights += m.Flight
 		}
 	}
 	for _, m := range s.errs {
@@ -137,8 +142,19 @@ func (r result) replicaShare() float64 {
 
 // summary is the run's progress line.
 func (r result) summary() string {
-	return fmt.Sprintf("%d writes, %s stmts/write, %s µs CPU/write, %d reads (%s on replicas), %d errors",
-		r.writes, num(r.stmtsPerWrite(), 3), num(r.cpuPerWrite(), 0), r.reads, pct(r.replicaShare()), r.errors)
+	return fmt.Sprintf("%d writes, %s stmts/write, %s µs CPU/write, %d reads (%s on replicas; %s), %d errors",
+		r.writes, num(r.stmtsPerWrite(), 3), num(r.cpuPerWrite(), 0), r.reads, pct(r.replicaShare()), r.checkShares(), r.errors)
+}
+
+// checkShares says how many of the replica reads sent a replay check
+// before they ran (a round trip each) and how many carried it in their
+// own flight.
+func (r result) checkShares() string {
+	if r.onReplica == 0 {
+		return "checks n/a"
+	}
+	n := float64(r.onReplica)
+	return fmt.Sprintf("checks before %s, in flight %s of replica reads", pct(float64(r.checks)/n), pct(float64(r.flights)/n))
 }
 
 // header describes the conditions of the runs.
@@ -177,13 +193,17 @@ func printReport(w io.Writer, h header, results []result) {
 		" window %v after a %v warm-up; idle window %v. PostgreSQL %s, primary + 2 replicas on 127.0.0.1, fsync off;"+
 		" %d CPUs; load average %s before, %s after.\n\n",
 		o.writeRate, o.readRate, o.duration, o.warmup, o.idle, h.server, h.cpus, h.loadBefore, h.loadAfter)
-	fmt.Fprintln(w, "| P | side | writes/s (target) | primary stmts/write | primary CPU µs/write | write p50 / p99 ms | read p50 / p99 ms | reads on replicas | errors | conns primary / r1 / r2 | idle conns | idle stmts/s primary / r1 / r2 | idle CPU ms/s primary / r1 / r2 |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| P | side | writes/s (target) | primary stmts/write | primary CPU µs/write | write p50 / p99 ms | read p50 / p99 ms | reads on replicas | replica reads checked before / in flight | errors | conns primary / r1 / r2 | idle conns | idle stmts/s primary / r1 / r2 | idle CPU ms/s primary / r1 / r2 |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
-		fmt.Fprintf(w, "| %d | %s | %.0f (%.0f) | %s | %s | %s / %s | %s / %s | %s | %d | %s | %s | %s | %s |\n",
+		checks := "–"
+		if r.side == sidePgreplica && r.onReplica > 0 {
+			checks = pct(float64(r.checks)/float64(r.onReplica)) + " / " + pct(float64(r.flights)/float64(r.onReplica))
+		}
+		fmt.Fprintf(w, "| %d | %s | %.0f (%.0f) | %s | %s | %s / %s | %s / %s | %s | %s | %d | %s | %s | %s | %s |\n",
 			r.procs, r.side, r.writesPerSec(), r.target, num(r.stmtsPerWrite(), 3), num(r.cpuPerWrite(), 0),
 			ms(pctl(r.writeLat, 0.50)), ms(pctl(r.writeLat, 0.99)), ms(pctl(r.readLat, 0.50)), ms(pctl(r.readLat, 0.99)),
-			pct(r.replicaShare()), r.errors, ints(r.conns), ints(r.idleConns), nums(r.idleStmts, 1), nums(r.idleCPU, 1))
+			pct(r.replicaShare()), checks, r.errors, ints(r.conns), ints(r.idleConns), nums(r.idleStmts, 1), nums(r.idleCPU, 1))
 	}
 	fmt.Fprintln(w, "\npgreplica / pgx, what the primary pays per write:")
 	fmt.Fprintln(w, "\n| P | statements per write | CPU per write |")

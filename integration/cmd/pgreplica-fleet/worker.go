@@ -53,6 +53,10 @@ type message struct {
 	Port int    `json:"port,omitempty"` // r: the server's inet_server_port()
 	Op   string `json:"op,omitempty"`   // err: "w" or "r"
 	Msg  string `json:"msg,omitempty"`  // err
+	// r, pgreplica: the replay checks the read sent before it ran, and
+	// those that rode in its own flight (Stats.ReplayChecks, FlightChecks).
+	Checks int64 `json:"c,omitempty"`
+	Flight int64 `json:"f,omitempty"`
 }
 
 const (
@@ -86,6 +90,16 @@ func runWorker(spec string) int {
 		return 1
 	}
 	out.emit(message{Kind: "ready"})
+	var cn *pgreplica.Connector // the pgreplica side's, for its checks
+	if cfg.Side == sidePgreplica {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+		cn, err = pgreplica.ConnectorOf(ctx, db)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pgreplica-fleet worker %d: %v\n", cfg.Index, err)
+			return 1
+		}
+	}
 
 	cmds := make(chan string)
 	go func() {
@@ -100,7 +114,7 @@ func runWorker(spec string) int {
 		switch cmd {
 		case "go":
 			if l == nil {
-				l = startLoad(db, cfg, out)
+				l = startLoad(db, cn, cfg, out)
 			}
 		case "idle":
 			if l != nil {
@@ -132,7 +146,7 @@ type load struct {
 // startLoad starts a writer and a reader, each paced by its own ticker
 // from a random phase, so that the fleet's operations spread out. The
 // reader reads the row the writer wrote last.
-func startLoad(db *sql.DB, cfg workerConfig, out *emitter) *load {
+func startLoad(db *sql.DB, cn *pgreplica.Connector, cfg workerConfig, out *emitter) *load {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{cancel: cancel}
 	var last atomic.Int64 // id of the last row written
@@ -165,6 +179,10 @@ func startLoad(db *sql.DB, cfg workerConfig, out *emitter) *load {
 			if id == 0 {
 				return
 			}
+			var before pgreplica.Stats
+			if cn != nil {
+				before = cn.Stats()
+			}
 			began := time.Now()
 			// A context with a deadline and no pgreplica value: the
 			// process's default consistency, as context.Background().
@@ -181,7 +199,12 @@ func startLoad(db *sql.DB, cfg workerConfig, out *emitter) *load {
 				out.fail("r", end, err)
 				return
 			}
-			out.emit(message{Kind: "r", End: end.UnixNano(), Lat: int64(end.Sub(began)), Port: port})
+			m := message{Kind: "r", End: end.UnixNano(), Lat: int64(end.Sub(began)), Port: port}
+			if cn != nil {
+				after := cn.Stats()
+				m.Checks, m.Flight = after.ReplayChecks-before.ReplayChecks, after.FlightChecks-before.FlightChecks
+			}
+			out.emit(m)
 		})
 	}()
 	return l
