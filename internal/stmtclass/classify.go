@@ -1,67 +1,51 @@
-package pgreplica
+package stmtclass
 
 import "strings"
 
-// This file decides, from the SQL text alone, where a statement may run.
-// The classifier is deliberately conservative: a statement is a read only
-// when its shape proves it (SELECT, VALUES, TABLE, SHOW, WITH … SELECT,
-// EXPLAIN without ANALYZE) and nothing in it writes, locks rows, or calls a
-// function known to have side effects or to fail on a hot standby. Anything
-// it cannot prove goes to the primary. A user function that writes is
-// still routed to a replica; the standby then answers SQLSTATE 25006 and the
-// router retries on the primary.
-//
-// It runs on every statement, so it is one pass over the string by a small
-// byte lexer that follows PostgreSQL's scan.l closely enough to skip string
-// literals, quoted identifiers, dollar-quoted bodies and (nested) comments,
-// and it does not allocate. It assumes standard_conforming_strings=on (the
-// default since PostgreSQL 9.1, and required by pgx): a backslash escapes a
-// quote only in E'…' strings.
-//
-// Everything here is unexported: the router is the only consumer, and the
-// rules may tighten without breaking callers.
-
-// hint is a route requested by the application in a SQL comment:
+// Hint is a route requested by the application in a SQL comment:
 // /* pgreplica:primary */ or /* pgreplica:replica */ (or a -- comment).
-type hint uint8
+type Hint uint8
 
 const (
-	hintNone hint = iota
-	hintPrimary
-	hintReplica
+	HintNone Hint = iota
+	HintPrimary
+	HintReplica
 )
 
-// stmtClass is what the router needs to know about one query string.
-type stmtClass struct {
-	// read is set when the statement is provably read-only and may run on
+// Class is what the router needs to know about one query string. The
+// fields are exported so that the router reads and sets them in place, at
+// no cost per statement: it marks a class for the primary, or as a write
+// once a replica refused it.
+type Class struct {
+	// Read is set when the statement is provably read-only and may run on
 	// a replica.
-	read bool
-	// hint is the route asked for in a comment; it does not change read,
+	Read bool
+	// Hint is the route asked for in a comment; it does not change Read,
 	// the router combines the two.
-	hint hint
-	// sessionState is set when the statement changes server session state
+	Hint Hint
+	// SessionState is set when the statement changes server session state
 	// that later statements depend on (SET, temp tables, LISTEN, PREPARE,
 	// session advisory locks, …): the physical connection must be pinned.
-	sessionState bool
-	// asyncCommit is set when the statement may change synchronous_commit
+	SessionState bool
+	// AsyncCommit is set when the statement may change synchronous_commit
 	// (SET [LOCAL], RESET, set_config, …): a commit may then be
 	// asynchronous, and its LSN must be read with pg_current_wal_insert_lsn.
-	asyncCommit bool
-	// multi is set when the string holds more than one statement.
-	multi bool
-	// noWAL is set when every statement only touches session state (SET,
+	AsyncCommit bool
+	// Multi is set when the string holds more than one statement.
+	Multi bool
+	// NoWAL is set when every statement only touches session state (SET,
 	// RESET, LISTEN, PREPARE, BEGIN, ...): nothing to capture an LSN for.
-	noWAL bool
-	// dml is set for a single INSERT, UPDATE, DELETE or MERGE (possibly
+	NoWAL bool
+	// DML is set for a single INSERT, UPDATE, DELETE or MERGE (possibly
 	// behind WITH): a preparable write, safe to send with the extended
 	// protocol in a pipeline.
-	dml bool
+	DML bool
 }
 
-// classify reports how query may be routed. It never panics, whatever the
+// Classify reports how query may be routed. It never panics, whatever the
 // input; text it cannot lex (an unterminated string, quoted identifier or
 // comment) is not a read.
-func classify(query string) stmtClass {
+func Classify(query string) Class {
 	c := classifier{lx: sqlLexer{s: query}}
 	for {
 		t := c.lx.next()
@@ -75,14 +59,14 @@ func classify(query string) stmtClass {
 		c.token(t)
 	}
 	c.endStmt()
-	return stmtClass{
-		read:         c.stmts == 1 && c.read && !c.lx.bad,
-		hint:         c.lx.hint,
-		sessionState: c.session,
-		asyncCommit:  c.async,
-		multi:        c.stmts > 1,
-		dml:          c.stmts == 1 && c.dml && !c.lx.bad,
-		noWAL:        c.stmts > 0 && c.noWAL && !c.lx.bad,
+	return Class{
+		Read:         c.stmts == 1 && c.read && !c.lx.bad,
+		Hint:         c.lx.hint,
+		SessionState: c.session,
+		AsyncCommit:  c.async,
+		Multi:        c.stmts > 1,
+		DML:          c.stmts == 1 && c.dml && !c.lx.bad,
+		NoWAL:        c.stmts > 0 && c.noWAL && !c.lx.bad,
 	}
 }
 
@@ -117,7 +101,7 @@ type sqlToken struct {
 type sqlLexer struct {
 	s    string
 	i    int
-	hint hint
+	hint Hint
 	bad  bool // unterminated string, quoted identifier or comment
 }
 
@@ -234,10 +218,10 @@ func (l *sqlLexer) scanHint(body string) {
 		}
 		switch {
 		case eqFold(w, "primary"):
-			l.hint = hintPrimary
+			l.hint = HintPrimary
 		case eqFold(w, "replica"):
-			if l.hint == hintNone {
-				l.hint = hintReplica
+			if l.hint == HintNone {
+				l.hint = HintReplica
 			}
 		}
 	}
@@ -785,7 +769,7 @@ type stmtState struct {
 }
 
 // classifier folds the tokens of a query string, statement by statement,
-// into one stmtClass.
+// into one Class.
 type classifier struct {
 	lx      sqlLexer
 	st      stmtState
