@@ -1,6 +1,10 @@
 package pgreplica
 
-import "context"
+import (
+	"context"
+
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
+)
 
 // Recording a write's position: after every committed write, the process
 // watermarks and the plan's session must rise to a position at or past
@@ -36,8 +40,8 @@ func reachableLSN(l LSN) LSN {
 // mayCommitAsync reports whether a write on p may commit asynchronously:
 // the session or the statement turned synchronous_commit off, or it is off
 // by default for our role and database.
-func (p *physical) mayCommitAsync(t *topology, cls stmtClass) bool {
-	if p.asyncCommit || cls.asyncCommit {
+func (p *physical) mayCommitAsync(t *topology, cls stmtclass.Class) bool {
+	if p.asyncCommit || cls.AsyncCommit {
 		p.node.asyncSeen.Store(true)
 		return true
 	}
@@ -53,7 +57,7 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtClass) bool {
 // (sessionsBegin).
 func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 	m := c.marksOf(pl.topo)
-	t := m.issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtClass{}))
+	t := m.issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
 	if m.capturer.Load() != c {
 		m.capturer.Store(c) // the latest writer can read its position
 	}
@@ -94,7 +98,7 @@ func (c *Connector) readOnPrimary(pl *plan, p *physical) {
 		return
 	}
 	m := c.marksOf(pl.topo)
-	t := m.issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtClass{}))
+	t := m.issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, false)
 	c.captureSoon(m)
 }

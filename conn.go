@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // conn is the virtual connection database/sql pools. It holds no socket:
@@ -46,18 +48,18 @@ var (
 // ExecContext runs a statement on the primary (or the pinned/transaction
 // connection).
 func (cn *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	return cn.exec(ctx, query, cn.c.classes.classify(query), args)
+	return cn.exec(ctx, query, cn.c.classes.Classify(query), args)
 }
 
 // QueryContext runs a query on a replica when it is provably a read and the
 // context's requirement allows it, else on the primary.
 func (cn *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return cn.query(ctx, query, cn.c.classes.classify(query), args)
+	return cn.query(ctx, query, cn.c.classes.Classify(query), args)
 }
 
 // exec runs a statement on the primary: Exec returns no rows, so a read
 // sent through it gains nothing from a replica.
-func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue) (driver.Result, error) {
+func (cn *conn) exec(ctx context.Context, query string, cls stmtclass.Class, args []driver.NamedValue) (driver.Result, error) {
 	if cn.closed {
 		return nil, driver.ErrBadConn
 	}
@@ -83,7 +85,7 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []dr
 	if err != nil {
 		return nil, err
 	}
-	if cls.sessionState {
+	if cls.SessionState {
 		l.watch.end() // the statement is over; the connection stays
 		cn.pinned = &l
 	} else {
@@ -95,7 +97,7 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtClass, args []dr
 // execOn runs a statement on p, its args already converted for p.
 // Outside a transaction a write commits at once, so its LSN is captured
 // with it.
-func (cn *conn) execOn(ctx context.Context, pl *plan, p *physical, query string, cls stmtClass, args []driver.NamedValue) (driver.Result, error) {
+func (cn *conn) execOn(ctx context.Context, pl *plan, p *physical, query string, cls stmtclass.Class, args []driver.NamedValue) (driver.Result, error) {
 	p.note(cls)
 	if cn.tx != nil {
 		cn.tx.noteStatement(cls)
@@ -103,18 +105,18 @@ func (cn *conn) execOn(ctx context.Context, pl *plan, p *physical, query string,
 	}
 	r, err := execInner(ctx, p.conn, query, args)
 	if err == nil && pl.capture {
-		cn.c.wrote(pl, p, cls.asyncCommit)
+		cn.c.wrote(pl, p, cls.AsyncCommit)
 	}
 	return r, err
 }
 
-func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []driver.NamedValue) (driver.Rows, error) {
+func (cn *conn) query(ctx context.Context, query string, cls stmtclass.Class, args []driver.NamedValue) (driver.Rows, error) {
 	if cn.closed {
 		return nil, driver.ErrBadConn
 	}
 	sticky := cn.sticky()
 	switch {
-	case sticky == nil && cls.sessionState:
+	case sticky == nil && cls.SessionState:
 		cls = onPrimary(cls) // it pins: only the primary keeps it
 	case sticky == nil && cn.c.refused.has(query):
 		cls = classWrite(cls)
@@ -132,7 +134,7 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 		return nil, err
 	}
 	rows := st.rows
-	if cls.sessionState {
+	if cls.SessionState {
 		l.watch.end() // the connection outlives the statement's context
 		cn.pinned = &l
 		return cn.stickyRows(&pl, l.p, rows), nil
@@ -144,7 +146,7 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtClass, args []d
 
 // queryOn runs a query on the pinned or transaction connection, which
 // stays borrowed after the rows close.
-func (cn *conn) queryOn(ctx context.Context, pl *plan, p *physical, query string, cls stmtClass, args []driver.NamedValue) (driver.Rows, error) {
+func (cn *conn) queryOn(ctx context.Context, pl *plan, p *physical, query string, cls stmtclass.Class, args []driver.NamedValue) (driver.Rows, error) {
 	p.note(cls)
 	if err := convertArgs(p.conn, args); err != nil {
 		return nil, err
@@ -183,14 +185,14 @@ func (cn *conn) sticky() *lease {
 }
 
 // onPrimary marks a statement for the primary whatever it is.
-func onPrimary(cls stmtClass) stmtClass {
-	cls.hint = hintPrimary
+func onPrimary(cls stmtclass.Class) stmtclass.Class {
+	cls.Hint = stmtclass.HintPrimary
 	return cls
 }
 
 // classWrite treats a statement as a write (a replica refused it).
-func classWrite(cls stmtClass) stmtClass {
-	cls.read = false
+func classWrite(cls stmtclass.Class) stmtclass.Class {
+	cls.Read = false
 	return cls
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // Connector is a pgreplica driver.Connector: give it to sql.OpenDB. It owns
@@ -62,7 +64,7 @@ type Connector struct {
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
 	// classes caches the classification of long statements.
-	classes classCache
+	classes stmtclass.Cache
 	// lastStormLog rate-limits the fallback-storm warning (unix ns).
 	lastStormLog atomic.Int64
 	// warnedHidden and warnedDenied log what the role cannot see once

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // Hedged reads: a replica that stops answering (a stalled disk, a hung VM)
@@ -113,7 +114,7 @@ type hedgeResult struct {
 type hedgeWork struct {
 	query string
 	args  []driver.NamedValue
-	cls   stmtClass
+	cls   stmtclass.Class
 	op    pgxroute.HedgeOp // the pgx handle's; nil for the driver's query
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // The pgx-native front door (package pgreplicapgx) reaches the routing
@@ -36,49 +37,49 @@ func (r pgxRouter) Start(ctx context.Context) error { return r.c.start(ctx) }
 // statement through Query as QueryContext does, Exec as ExecContext, a
 // batch by its statements (a read only when every one is), COPY as a
 // write, transactions as BeginTx.
-func (r pgxRouter) class(req pgxroute.Request) (cls stmtClass, query string) {
+func (r pgxRouter) class(req pgxroute.Request) (cls stmtclass.Class, query string) {
 	c := r.c
 	switch req.Kind {
 	case pgxroute.Query:
 		query = req.SQL
-		cls = c.classes.classify(query)
+		cls = c.classes.Classify(query)
 		switch {
-		case cls.sessionState:
+		case cls.SessionState:
 			cls = onPrimary(cls) // only the primary keeps it
 		case c.refused.has(query):
 			cls = classWrite(cls)
 		}
 		return cls, query
 	case pgxroute.Exec:
-		return onPrimary(c.classes.classify(req.SQL)), ""
+		return onPrimary(c.classes.Classify(req.SQL)), ""
 	case pgxroute.Batch:
 		return r.batchClass(req.Batch), ""
 	case pgxroute.Copy:
-		return onPrimary(stmtClass{}), ""
+		return onPrimary(stmtclass.Class{}), ""
 	case pgxroute.ReadOnlyTx:
-		return stmtClass{read: true}, "" // BEGIN itself may be sent twice
+		return stmtclass.Class{Read: true}, "" // BEGIN itself may be sent twice
 	default: // Tx, TxBatch, Pin, Ping: the primary; nothing to capture yet
-		return onPrimary(stmtClass{noWAL: true}), ""
+		return onPrimary(stmtclass.Class{NoWAL: true}), ""
 	}
 }
 
 // batchClass combines the classes of a batch's statements: it is a read
 // only if each is, and goes to the primary as soon as one must.
-func (r pgxRouter) batchClass(sqls []string) stmtClass {
-	b := stmtClass{read: len(sqls) > 0, noWAL: true}
+func (r pgxRouter) batchClass(sqls []string) stmtclass.Class {
+	b := stmtclass.Class{Read: len(sqls) > 0, NoWAL: true}
 	for _, q := range sqls {
-		cls := r.c.classes.classify(q)
+		cls := r.c.classes.Classify(q)
 		if r.c.refused.has(q) {
 			cls = classWrite(cls)
 		}
-		b.read = b.read && cls.read && cls.hint != hintPrimary
-		b.noWAL = b.noWAL && (cls.read || cls.noWAL)
-		b.sessionState = b.sessionState || cls.sessionState
-		b.asyncCommit = b.asyncCommit || cls.asyncCommit
+		b.Read = b.Read && cls.Read && cls.Hint != stmtclass.HintPrimary
+		b.NoWAL = b.NoWAL && (cls.Read || cls.NoWAL)
+		b.SessionState = b.SessionState || cls.SessionState
+		b.AsyncCommit = b.AsyncCommit || cls.AsyncCommit
 	}
-	if !b.read || b.sessionState {
+	if !b.Read || b.SessionState {
 		b = onPrimary(b)
-		b.read = false
+		b.Read = false
 	}
 	return b
 }
@@ -147,7 +148,7 @@ func guardable(k pgxroute.Kind) bool {
 // that is not possible or the replica was behind: the caller then routes
 // as the driver does (wait for a replica, or fall back), having lost no
 // more than that one round trip.
-func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtClass, query string,
+func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Class, query string,
 	guarded pgxroute.GuardedOp, fq *flightQuery) (l lease, ok bool, err error) {
 	if !pl.unproven() || pl.conflicted {
 		return lease{}, false, nil
@@ -260,9 +261,9 @@ func (l *pgxLease) Conn() *pgx.Conn { return pgxConnOf(l.l.p) }
 func (l *pgxLease) Replica() bool   { return l.l.replica }
 
 func (l *pgxLease) Note(sql string) bool {
-	cls := l.l.c.classes.classify(sql)
+	cls := l.l.c.classes.Classify(sql)
 	l.l.p.note(cls)
-	return !cls.read && !cls.noWAL
+	return !cls.Read && !cls.NoWAL
 }
 
 func (l *pgxLease) Dirty() { l.l.p.dirty = true }

@@ -3,6 +3,8 @@ package pgreplica
 import (
 	"context"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // plan is the routing decision for one statement (or one transaction):
@@ -114,11 +116,11 @@ func (pl *plan) waited() time.Duration {
 // an eventual read does not), the time and the context's deadline (zero:
 // none). A zero time leaves the deadline to be set when a wait first
 // needs it (waitDeadline), as the router does.
-func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *settings, process func() processLSNs, now, ctxDeadline time.Time) error {
+func (pl *plan) decide(t *topology, cls stmtclass.Class, req *requirement, cfg *settings, process func() processLSNs, now, ctxDeadline time.Time) error {
 	*pl = plan{
 		topo:     t,
-		read:     cls.read,
-		capture:  !cls.read && !cls.noWAL,
+		read:     cls.Read,
+		capture:  !cls.Read && !cls.NoWAL,
 		budget:   cfg.waitBudget,
 		fallback: req.fallbackOr(cfg.fallback),
 		zone:     cfg.zone,
@@ -131,7 +133,7 @@ func (pl *plan) decide(t *topology, cls stmtClass, req *requirement, cfg *settin
 	}
 
 	// Where: writes and statements that must be current go to the primary.
-	if cls.hint == hintPrimary || !cls.read && cls.hint != hintReplica {
+	if cls.Hint == stmtclass.HintPrimary || !cls.Read && cls.Hint != stmtclass.HintReplica {
 		pl.onPrimary, pl.kind = true, readPrimary
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // TestDecide: the routing decision is a function of values; no SQL, no
@@ -16,7 +18,7 @@ func TestDecide(t *testing.T) {
 		spec{role: roleReplica, replay: 500, zone: "a", lag: 10 * time.Millisecond},
 		spec{role: roleReplica, replay: 900, zone: "b", lag: 2 * time.Second},
 	)
-	read, write := classify("SELECT 1"), classify("UPDATE t SET x = 1")
+	read, write := stmtclass.Classify("SELECT 1"), stmtclass.Classify("UPDATE t SET x = 1")
 	sess := NewSession()
 	sess.advance(800, 1, 7)
 	bg := context.Background()
@@ -24,7 +26,7 @@ func TestDecide(t *testing.T) {
 
 	cases := []struct {
 		name     string
-		cls      stmtClass
+		cls      stmtclass.Class
 		ctx      context.Context
 		cfg      func(*Config)
 		process  processLSNs
@@ -39,7 +41,7 @@ func TestDecide(t *testing.T) {
 		wantDL   time.Time
 	}{
 		{name: "write", cls: write, ctx: bg, primary: true},
-		{name: "read hinted to the primary", cls: classify("/* pgreplica:primary */ SELECT 1"), ctx: bg, primary: true},
+		{name: "read hinted to the primary", cls: stmtclass.Classify("/* pgreplica:primary */ SELECT 1"), ctx: bg, primary: true},
 		{name: "WithPrimary", cls: read, ctx: WithPrimary(bg), primary: true},
 		{name: "process default, nothing written: lag bound applies", cls: read, ctx: bg, maxLag: time.Second, fresh: []int{1}},
 		{name: "process default after a write", cls: read, ctx: bg, process: processLSNs{all: 700}, need: 700, fresh: []int{2}},
@@ -104,15 +106,15 @@ func TestDecideReadsWatermarksOnlyWhenNeeded(t *testing.T) {
 	bg := context.Background()
 	for _, tc := range []struct {
 		name string
-		cls  stmtClass
+		cls  stmtclass.Class
 		ctx  context.Context
 		want bool
 	}{
-		{"eventual", classify("SELECT 1"), WithEventual(bg), false},
-		{"staleness", classify("SELECT 1"), WithMaxStaleness(bg, time.Second), false},
-		{"write", classify("UPDATE t SET x = 1"), bg, false},
-		{"default (process)", classify("SELECT 1"), bg, true},
-		{"session", classify("SELECT 1"), WithSession(bg, NewSession()), true},
+		{"eventual", stmtclass.Classify("SELECT 1"), WithEventual(bg), false},
+		{"staleness", stmtclass.Classify("SELECT 1"), WithMaxStaleness(bg, time.Second), false},
+		{"write", stmtclass.Classify("UPDATE t SET x = 1"), bg, false},
+		{"default (process)", stmtclass.Classify("SELECT 1"), bg, true},
+		{"session", stmtclass.Classify("SELECT 1"), WithSession(bg, NewSession()), true},
 	} {
 		read := false
 		var pl plan

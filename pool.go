@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/puddle/v2"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // physical is one server connection of the inner driver. What every
@@ -74,11 +75,11 @@ func (p *physical) closeConn() {
 }
 
 // note records what a statement about to run does to the session of p.
-func (p *physical) note(cls stmtClass) {
-	if cls.sessionState {
+func (p *physical) note(cls stmtclass.Class) {
+	if cls.SessionState {
 		p.dirty = true
 	}
-	if cls.asyncCommit {
+	if cls.AsyncCommit {
 		p.asyncCommit = true
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // The execution path: everything a plan needs done, once for Exec, Query
@@ -59,7 +60,7 @@ func (l *lease) release(err error) {
 // planFor reads the context's requirement and decides into pl (in place:
 // a plan is a few hundred bytes, copied on every return); the wait
 // deadline is set when a wait needs it (plan.waitDeadline).
-func (c *Connector) planFor(ctx context.Context, cls stmtClass, pl *plan) error {
+func (c *Connector) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) error {
 	t := c.topo.Load()
 	process := func() processLSNs { return c.marksOf(t).snapshot() }
 	if err := pl.decide(t, cls, requirementFrom(ctx), &c.settings, process, time.Time{}, time.Time{}); err != nil {
@@ -80,7 +81,7 @@ func (c *Connector) planFor(ctx context.Context, cls stmtClass, pl *plan) error 
 type statement struct {
 	query string // the client's query; for a read a replica refused
 	args  []driver.NamedValue
-	cls   stmtClass
+	cls   stmtclass.Class
 	rows  driver.Rows
 	// hedge is the pgx handle's operation when it may be hedged (route's
 	// op then runs it unhedged).
@@ -94,7 +95,7 @@ type statement struct {
 }
 
 // runQuery runs a query on p.
-func runQuery(ctx context.Context, p *physical, query string, args []driver.NamedValue, cls stmtClass) (driver.Rows, error) {
+func runQuery(ctx context.Context, p *physical, query string, args []driver.NamedValue, cls stmtclass.Class) (driver.Rows, error) {
 	p.note(cls)
 	return queryInner(ctx, p.conn, query, args)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // mockCluster is a pgreplica connector whose inner driver is go-sqlmock:
@@ -170,7 +171,7 @@ func TestRouteReadsByStatement(t *testing.T) {
 		t.Run(tc.sql, func(t *testing.T) {
 			mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
 			mc.mocks[tc.node].ExpectQuery(tc.sql).WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(1))
-			if tc.node == 0 && classify(tc.sql).read == false {
+			if tc.node == 0 && stmtclass.Classify(tc.sql).Read == false {
 				mc.expectLSNCapture(0, "0/300")
 			}
 			rows, err := mc.db.Query(tc.sql)

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // stmt is a prepared statement of a virtual conn. It is one of two kinds,
@@ -29,7 +30,7 @@ import (
 type stmt struct {
 	cn       *conn
 	query    string
-	cls      stmtClass
+	cls      stmtclass.Class
 	numInput int
 
 	inner driver.Stmt
@@ -51,7 +52,7 @@ func (cn *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, 
 	if cn.closed {
 		return nil, driver.ErrBadConn
 	}
-	cls := cn.c.classes.classify(query)
+	cls := cn.c.classes.Classify(query)
 	if l := cn.sticky(); l != nil {
 		st, err := l.p.prepareStmt(ctx, query)
 		if err != nil {
@@ -95,11 +96,11 @@ func (cn *conn) closeBound(p *physical) {
 // a replica, so that reads prepared through database/sql, which prepares a
 // *sql.Stmt again on every conn it uses, keep working. A connection lost
 // before the answer is retried once on another: describing has no effect.
-func (c *Connector) describe(ctx context.Context, query string, cls stmtClass) (int, error) {
+func (c *Connector) describe(ctx context.Context, query string, cls stmtclass.Class) (int, error) {
 	for attempt := 0; ; attempt++ {
 		t := c.topo.Load()
 		l, err := c.leasePrimary(ctx, t, false)
-		if err != nil && errors.Is(err, ErrNoPrimary) && cls.read && cls.hint != hintPrimary {
+		if err != nil && errors.Is(err, ErrNoPrimary) && cls.Read && cls.Hint != stmtclass.HintPrimary {
 			l, err = c.leaseAnyReplica(ctx, t, err)
 		}
 		if err != nil {
@@ -238,7 +239,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	}
 	r, err := execStmt(ctx, st, args)
 	if err == nil && pl.capture {
-		cn.c.wrote(&pl, p, s.cls.asyncCommit)
+		cn.c.wrote(&pl, p, s.cls.AsyncCommit)
 	}
 	if err != nil && pl.capture {
 		err = cn.c.writeFailed(p, err)

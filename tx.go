@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // tx is a transaction pinned to one physical connection: the primary for
@@ -36,15 +38,15 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 		return nil, errors.New("pgreplica: transaction already in progress")
 	}
 	iso := sql.IsolationLevel(opts.Isolation)
-	cls := stmtClass{read: opts.ReadOnly} // BEGIN itself may be sent twice
+	cls := stmtclass.Class{Read: opts.ReadOnly} // BEGIN itself may be sent twice
 	if !opts.ReadOnly || iso == sql.LevelSerializable || iso == sql.LevelLinearizable {
-		cls.hint = hintPrimary
+		cls.Hint = stmtclass.HintPrimary
 	}
 	t := &tx{cn: cn}
 	if err := cn.c.planFor(ctx, cls, &t.pl); err != nil {
 		return nil, err
 	}
-	t.pl.tx = cls.read
+	t.pl.tx = cls.Read
 	var err error
 	begin := func(p *physical) (err error) {
 		t.inner, err = beginInner(ctx, p.conn, opts)
@@ -54,7 +56,7 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 	case cn.pinned != nil:
 		t.lease = *cn.pinned
 		err = begin(t.lease.p)
-	case cls.read:
+	case cls.Read:
 		t.lease, err = cn.c.route(ctx, &t.pl, &statement{}, func(_ context.Context, p *physical) error { return begin(p) })
 	default:
 		if t.lease, err = cn.c.leasePrimary(ctx, t.pl.topo, false); err == nil {
@@ -78,11 +80,11 @@ func beginInner(ctx context.Context, c driver.Conn, opts driver.TxOptions) (driv
 	return c.Begin()
 }
 
-func (t *tx) noteStatement(cls stmtClass) {
-	if !cls.read && !cls.noWAL {
+func (t *tx) noteStatement(cls stmtclass.Class) {
+	if !cls.Read && !cls.NoWAL {
 		t.wrote = true
 	}
-	if cls.asyncCommit {
+	if cls.AsyncCommit {
 		t.asyncCommit = true
 	}
 }

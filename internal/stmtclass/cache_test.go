@@ -1,4 +1,4 @@
-package pgreplica
+package stmtclass
 
 import (
 	"strings"
@@ -6,12 +6,12 @@ import (
 )
 
 func TestClassCacheAgreesWithClassify(t *testing.T) {
-	var cc classCache
+	var cc Cache
 	long := "SELECT " + strings.Repeat(`"users"."name", `, 40) + `"users"."id" FROM "users" WHERE "users"."id" = $1`
 	write := "WITH d AS (DELETE FROM t RETURNING *) SELECT " + strings.Repeat("d.a, ", 60) + "d.b FROM d"
 	for range 3 {
 		for _, q := range []string{"SELECT 1", long, write} {
-			if got, want := cc.classify(q), classify(q); got != want {
+			if got, want := cc.Classify(q), Classify(q); got != want {
 				t.Fatalf("cached %q: %+v, want %+v", q[:20], got, want)
 			}
 		}
@@ -22,11 +22,11 @@ func TestClassCacheAgreesWithClassify(t *testing.T) {
 }
 
 func BenchmarkClassifyCachedLong(b *testing.B) {
-	var cc classCache
+	var cc Cache
 	long := "SELECT " + strings.Repeat(`"users"."name", `, 120) + `"users"."id" FROM "users" WHERE "users"."id" = $1`
 	b.ReportAllocs()
 	for b.Loop() {
-		cc.classify(long)
+		cc.Classify(long)
 	}
 }
 
@@ -35,7 +35,7 @@ func BenchmarkClassifyCachedLong(b *testing.B) {
 // built in one buffer (an entry keeps its text alive, so its address is
 // never another text's, and a slot shared by two texts compares them).
 func TestClassCacheByAddress(t *testing.T) {
-	var cc classCache
+	var cc Cache
 	buf := []byte("SELECT v FROM t")
 	read := string(buf)
 	copy(buf, "DELETE FROM t  ") // the same length
@@ -43,7 +43,7 @@ func TestClassCacheByAddress(t *testing.T) {
 	again := strings.Clone(read)
 	for range 2 {
 		for _, q := range []string{read, write, again} {
-			if got, want := cc.classify(q), classify(q); got != want {
+			if got, want := cc.Classify(q), Classify(q); got != want {
 				t.Fatalf("cached %q: %+v, want %+v", q, got, want)
 			}
 		}

@@ -1,12 +1,12 @@
-package pgreplica
+package stmtclass
 
 import (
 	"strings"
 	"testing"
 )
 
-// classifyCase lists everything classify reports; a field left out is
-// expected to be false (or hintNone).
+// classifyCase lists everything Classify reports; a field left out is
+// expected to be false (or HintNone).
 type classifyCase struct {
 	name    string
 	sql     string
@@ -15,7 +15,7 @@ type classifyCase struct {
 	async   bool
 	multi   bool
 	dml     bool
-	hint    hint
+	hint    Hint
 }
 
 var classifyCases = []classifyCase{
@@ -305,20 +305,20 @@ var classifyCases = []classifyCase{
 	{name: "lone open paren", sql: "("},
 
 	// Hints.
-	{name: "hint primary", sql: "/* pgreplica:primary */ SELECT 1", read: true, hint: hintPrimary},
-	{name: "hint replica", sql: "SELECT 1 /* pgreplica:replica */", read: true, hint: hintReplica},
-	{name: "hint no spaces", sql: "/*pgreplica:replica*/SELECT 1", read: true, hint: hintReplica},
-	{name: "hint spaced colon", sql: "/*  PgReplica : Primary  */ SELECT 1", read: true, hint: hintPrimary},
-	{name: "hint line comment", sql: "SELECT 1 -- pgreplica:primary", read: true, hint: hintPrimary},
-	{name: "hint on write", sql: "/* pgreplica:replica */ DELETE FROM t", hint: hintReplica, dml: true},
-	{name: "hint among other text", sql: "/* app=web, pgreplica:primary */ SELECT 1", read: true, hint: hintPrimary},
-	{name: "hint conflict primary wins", sql: "/* pgreplica:replica */ SELECT 1 /* pgreplica:primary */", read: true, hint: hintPrimary},
+	{name: "hint primary", sql: "/* pgreplica:primary */ SELECT 1", read: true, hint: HintPrimary},
+	{name: "hint replica", sql: "SELECT 1 /* pgreplica:replica */", read: true, hint: HintReplica},
+	{name: "hint no spaces", sql: "/*pgreplica:replica*/SELECT 1", read: true, hint: HintReplica},
+	{name: "hint spaced colon", sql: "/*  PgReplica : Primary  */ SELECT 1", read: true, hint: HintPrimary},
+	{name: "hint line comment", sql: "SELECT 1 -- pgreplica:primary", read: true, hint: HintPrimary},
+	{name: "hint on write", sql: "/* pgreplica:replica */ DELETE FROM t", hint: HintReplica, dml: true},
+	{name: "hint among other text", sql: "/* app=web, pgreplica:primary */ SELECT 1", read: true, hint: HintPrimary},
+	{name: "hint conflict primary wins", sql: "/* pgreplica:replica */ SELECT 1 /* pgreplica:primary */", read: true, hint: HintPrimary},
 	{name: "hint in string ignored", sql: "SELECT '/* pgreplica:primary */'", read: true},
 	{name: "hint in dollar quote ignored", sql: "SELECT $$/* pgreplica:primary */$$", read: true},
 	{name: "hint unknown target", sql: "/* pgreplica:standby */ SELECT 1", read: true},
 	{name: "hint longer word", sql: "/* pgreplica:primaryish */ SELECT 1", read: true},
 	{name: "hint prefixed name", sql: "/* notpgreplica:primary */ SELECT 1", read: true},
-	{name: "hint in multi", sql: "SELECT 1; /* pgreplica:primary */ SELECT 2", multi: true, hint: hintPrimary},
+	{name: "hint in multi", sql: "SELECT 1; /* pgreplica:primary */ SELECT 2", multi: true, hint: HintPrimary},
 
 	// ORM-generated SQL.
 	{name: "gorm create", sql: `INSERT INTO "users" ("name","email","created_at") VALUES ($1,$2,$3) RETURNING "id"`, dml: true},
@@ -350,12 +350,12 @@ func TestClassify(t *testing.T) {
 		}
 		seen[tc.name] = true
 		t.Run(tc.name, func(t *testing.T) {
-			want := stmtClass{read: tc.read, hint: tc.hint, sessionState: tc.session,
-				asyncCommit: tc.async, multi: tc.multi, dml: tc.dml}
-			got := classify(tc.sql)
-			got.noWAL = false // checked by TestClassifyNoWAL
+			want := Class{Read: tc.read, Hint: tc.hint, SessionState: tc.session,
+				AsyncCommit: tc.async, Multi: tc.multi, DML: tc.dml}
+			got := Classify(tc.sql)
+			got.NoWAL = false // checked by TestClassifyNoWAL
 			if got != want {
-				t.Errorf("classify(%q)\n got %+v\nwant %+v", tc.sql, got, want)
+				t.Errorf("Classify(%q)\n got %+v\nwant %+v", tc.sql, got, want)
 			}
 		})
 	}
@@ -378,8 +378,8 @@ func TestClassifyNoWAL(t *testing.T) {
 		"EXPLAIN ANALYZE SET a = 1":                    false,
 		"":                                             false,
 	} {
-		if got := classify(q).noWAL; got != want {
-			t.Errorf("classify(%q).noWAL = %v, want %v", q, got, want)
+		if got := Classify(q).NoWAL; got != want {
+			t.Errorf("Classify(%q).NoWAL = %v, want %v", q, got, want)
 		}
 	}
 }
@@ -389,14 +389,14 @@ func TestClassifyNoWAL(t *testing.T) {
 // and its letters change case.
 func TestClassifyIgnoresCommentsAndCase(t *testing.T) {
 	for _, tc := range classifyCases {
-		if tc.hint != hintNone || strings.ContainsAny(tc.sql, `'"$-/`) {
+		if tc.hint != HintNone || strings.ContainsAny(tc.sql, `'"$-/`) {
 			continue // the rewrite below would change strings or comments
 		}
 		q := strings.ReplaceAll(tc.sql, " ", " /* c */ ")
 		q = "/* lead */ " + flipCase(q) + "\n-- tail"
-		got := classify(q)
-		if got.read != tc.read || got.multi != tc.multi || got.sessionState != tc.session || got.asyncCommit != tc.async {
-			t.Errorf("%s: classify(%q) = %+v, want as for %q", tc.name, q, got, tc.sql)
+		got := Classify(q)
+		if got.Read != tc.read || got.Multi != tc.multi || got.SessionState != tc.session || got.AsyncCommit != tc.async {
+			t.Errorf("%s: Classify(%q) = %+v, want as for %q", tc.name, q, got, tc.sql)
 		}
 	}
 }
@@ -442,7 +442,7 @@ func TestClassifyBenchStatements(t *testing.T) {
 	}
 	want := []bool{true, true, false}
 	for i, s := range benchStatements {
-		if got := classify(s.sql).read; got != want[i] {
+		if got := Classify(s.sql).Read; got != want[i] {
 			t.Errorf("%s: read = %v", s.name, got)
 		}
 	}
@@ -450,7 +450,7 @@ func TestClassifyBenchStatements(t *testing.T) {
 
 func TestClassifyAllocs(t *testing.T) {
 	for _, s := range benchStatements {
-		if n := testing.AllocsPerRun(100, func() { classify(s.sql) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { Classify(s.sql) }); n != 0 {
 			t.Errorf("%s: %v allocs per run", s.name, n)
 		}
 	}
@@ -462,7 +462,7 @@ func BenchmarkClassify(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(s.sql)))
 			for b.Loop() {
-				classify(s.sql)
+				Classify(s.sql)
 			}
 		})
 	}
@@ -474,19 +474,19 @@ func FuzzClassify(f *testing.F) {
 	}
 	f.Add(ormSelect)
 	f.Fuzz(func(t *testing.T, q string) {
-		c := classify(q)
-		if c.multi && (c.read || c.dml) {
-			t.Fatalf("classify(%q) = %+v: multi must not be read or dml", q, c)
+		c := Classify(q)
+		if c.Multi && (c.Read || c.DML) {
+			t.Fatalf("Classify(%q) = %+v: multi must not be read or dml", q, c)
 		}
-		if c.read && c.dml {
-			t.Fatalf("classify(%q) = %+v: read and dml", q, c)
+		if c.Read && c.DML {
+			t.Fatalf("Classify(%q) = %+v: read and dml", q, c)
 		}
-		if c.hint > hintReplica {
-			t.Fatalf("classify(%q): hint %d", q, c.hint)
+		if c.Hint > HintReplica {
+			t.Fatalf("Classify(%q): hint %d", q, c.Hint)
 		}
 		// Text after a line comment cannot make a statement a read.
-		if !c.read && !c.multi {
-			if d := classify(q + "\n-- x"); d.read {
+		if !c.Read && !c.Multi {
+			if d := Classify(q + "\n-- x"); d.Read {
 				t.Fatalf("appending a comment to %q made it a read", q)
 			}
 		}
