@@ -3,6 +3,8 @@ package pgreplica
 import (
 	"log/slog"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
 // Host is one PostgreSQL server of the cluster. Its role (primary or
@@ -141,7 +143,7 @@ type Config struct {
 
 // Defaults applied by withDefaults.
 const (
-	defaultPort             = 5432
+	defaultPort             = libpqdsn.DefaultPort
 	defaultMaxConnsPerHost  = 10
 	defaultConnMaxIdleTime  = 5 * time.Minute
 	defaultConnMaxLifetime  = time.Hour

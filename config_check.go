@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
 // withDefaults returns a copy of c with every zero field set to its
@@ -132,7 +134,7 @@ func (c Config) validate() error {
 	}
 	for _, k := range dsnSortedKeys(c.Params) {
 		switch {
-		case !validDSNKeyword(k):
+		case !libpqdsn.ValidKeyword(k):
 			return errBadConfigf("Params key %q: want letters, digits, '_' and '.'", k)
 		case k == "host" || k == "port":
 			return errBadConfigf("Params[%q]: set Config.Hosts instead", k)

@@ -2,12 +2,13 @@ package pgreplica
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
 // ParseDSN parses a data source name in either of libpq's two forms and
@@ -89,57 +90,19 @@ import (
 // ParseDSN sets each host's port explicitly but applies no other default:
 // zero fields mean the default exactly as in a Config built by hand.
 func ParseDSN(dsn string) (Config, error) {
-	s := strings.Trim(dsn, asciiSpaces)
+	s := strings.Trim(dsn, libpqdsn.Spaces)
 	if s == "" {
 		return Config{}, errBadDSNf("empty DSN: name at least one host (pgreplica does not read PGHOST or other libpq environment variables)")
 	}
-	if strings.IndexByte(s, 0) >= 0 {
-		return Config{}, errBadDSNf("NUL byte in DSN")
-	}
-	var (
-		p   parsedDSN
-		err error
-	)
-	if scheme, rest, ok := dsnScheme(s); ok {
-		switch strings.ToLower(scheme) {
-		case "postgres", "postgresql":
-			p, err = parseURLDSN(rest)
-		default:
-			return Config{}, errBadDSNf("unsupported URL scheme %q: want postgres:// or postgresql://", scheme)
-		}
-	} else {
-		p.params, err = parseKeywordDSN(s)
-	}
+	p, err := libpqdsn.Parse(s)
 	if err != nil {
-		return Config{}, err
+		return Config{}, badSyntax(err)
 	}
-	c, err := p.config()
+	c, err := dsnConfig(p)
 	if err != nil {
 		return Config{}, scrubPassword(err, c.Password)
 	}
 	return c, nil
-}
-
-// asciiSpaces are the characters libpq's isspace skips between parameters.
-const asciiSpaces = " \t\n\r\v\f"
-
-func isASCIISpace(b byte) bool { return strings.IndexByte(asciiSpaces, b) >= 0 }
-
-// dsnScheme reports whether s starts with "scheme://".
-func dsnScheme(s string) (scheme, rest string, ok bool) {
-	i := strings.Index(s, "://")
-	if i <= 0 {
-		return "", "", false
-	}
-	scheme = s[:i]
-	for j := 0; j < len(scheme); j++ {
-		c := scheme[j]
-		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-		if !letter && (j == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
-			return "", "", false
-		}
-	}
-	return scheme, s[i+3:], true
 }
 
 // dsnError is the error type of DSN and Config problems: a message that
@@ -158,6 +121,10 @@ func newDSNError(sentinel error, format string, args ...any) *dsnError {
 
 func errBadDSNf(format string, args ...any) error { return newDSNError(ErrBadDSN, format, args...) }
 
+// badSyntax gives a syntax error of libpqdsn the face of every DSN error,
+// ErrBadDSN's prefix and sentinel; its text already keeps passwords out.
+func badSyntax(err error) error { return errBadDSNf("%s", err.Error()) }
+
 // scrubPassword is a last line of defence: should a message quote something
 // that happens to contain the password, the password is masked.
 func scrubPassword(err error, password string) error {
@@ -165,301 +132,10 @@ func scrubPassword(err error, password string) error {
 	if !ok {
 		return err
 	}
-	if msg := redactPassword(e.msg, password); msg != e.msg {
+	if msg := libpqdsn.Redact(e.msg, password); msg != e.msg {
 		return &dsnError{msg: msg, errs: e.errs}
 	}
 	return err
-}
-
-// redactPassword masks password in msg, for messages of our own and of
-// inner drivers that may quote a DSN. Very short passwords are left alone,
-// as masking them would garble the message.
-func redactPassword(msg, password string) string {
-	if len(password) < 4 {
-		return msg
-	}
-	return strings.ReplaceAll(msg, password, redactedPassword)
-}
-
-// redactedPassword replaces passwords in redacted output.
-const redactedPassword = "xxxxx"
-
-// isSecretKey reports whether a parameter's value must never be shown.
-func isSecretKey(k string) bool { return strings.Contains(strings.ToLower(k), "password") }
-
-// validDSNKeyword reports whether k can be a libpq keyword or a PostgreSQL
-// run-time parameter name, and so be written unquoted in a DSN.
-func validDSNKeyword(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// dsnParam is one key=value pair, in DSN order (the last occurrence wins).
-type dsnParam struct{ key, val string }
-
-// parsedDSN is the syntax of a DSN before it is interpreted.
-type parsedDSN struct {
-	params []dsnParam
-	// URL form only: the hosts and ports of the authority, aligned.
-	netHosts, netPorts []string
-	// hideHosts: the text after the URL authority contains an '@', so the
-	// authority may hold pieces of a password with an unencoded '/' or '?';
-	// errors then do not quote host text.
-	hideHosts bool
-}
-
-// parseKeywordDSN splits a keyword/value DSN into its parameters, following
-// libpq's conninfo_parse.
-func parseKeywordDSN(s string) ([]dsnParam, error) {
-	var (
-		out []dsnParam
-		i   int
-		// afterSecret: the previous value was an unquoted secret, so a
-		// malformed token that follows may be a piece of it.
-		afterSecret bool
-	)
-	skip := func() {
-		for i < len(s) && isASCIISpace(s[i]) {
-			i++
-		}
-	}
-	show := func(k string) string {
-		if afterSecret {
-			return "the word after the password (quote a password containing spaces)"
-		}
-		return strconv.Quote(k)
-	}
-	for {
-		skip()
-		if i == len(s) {
-			return out, nil
-		}
-		start := i
-		for i < len(s) && !isASCIISpace(s[i]) && s[i] != '=' {
-			i++
-		}
-		key := s[start:i]
-		skip()
-		if key == "" {
-			return nil, errBadDSNf("missing keyword before '=' at offset %d", i)
-		}
-		if i == len(s) || s[i] != '=' {
-			return nil, errBadDSNf("missing '=' after %s", show(key))
-		}
-		if !validDSNKeyword(key) {
-			return nil, errBadDSNf("invalid keyword %s: want letters, digits, '_' and '.'", show(key))
-		}
-		i++ // '='
-		skip()
-		var (
-			b      strings.Builder
-			quoted bool
-		)
-		if i < len(s) && s[i] == '\'' {
-			quoted = true
-			i++
-			for {
-				if i == len(s) {
-					return nil, errBadDSNf("unterminated quoted value of %q", key)
-				}
-				c := s[i]
-				if c == '\\' {
-					i++
-					if i == len(s) {
-						return nil, errBadDSNf("unterminated quoted value of %q", key)
-					}
-					b.WriteByte(s[i])
-					i++
-					continue
-				}
-				if c == '\'' {
-					if i+1 < len(s) && s[i+1] == '\'' { // '' stands for '
-						b.WriteByte('\'')
-						i += 2
-						continue
-					}
-					i++
-					break
-				}
-				b.WriteByte(c)
-				i++
-			}
-		} else {
-			for i < len(s) && !isASCIISpace(s[i]) {
-				if s[i] == '\\' {
-					i++
-					if i == len(s) {
-						return nil, errBadDSNf("value of %q ends with a backslash", key)
-					}
-				}
-				b.WriteByte(s[i])
-				i++
-			}
-		}
-		out = append(out, dsnParam{key, b.String()})
-		afterSecret = isSecretKey(key) && !quoted
-	}
-}
-
-// parseURLDSN splits the part of a URL DSN after "scheme://", following
-// libpq's conninfo_uri_parse.
-func parseURLDSN(rest string) (parsedDSN, error) {
-	var p parsedDSN
-	authority, tail := rest, ""
-	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		authority, tail = rest[:i], rest[i:]
-	}
-	p.hideHosts = strings.Contains(tail, "@")
-	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		userinfo := authority[:at]
-		authority = authority[at+1:]
-		u, pw, hasPW := strings.Cut(userinfo, ":")
-		user, err := dsnPercentDecode(u)
-		if err != nil {
-			return p, errBadDSNf("user name: %v", err)
-		}
-		p.params = append(p.params, dsnParam{"user", user})
-		if hasPW {
-			pass, err := dsnPercentDecode(pw)
-			if err != nil {
-				return p, errBadDSNf("password: invalid percent-encoding")
-			}
-			p.params = append(p.params, dsnParam{"password", pass})
-		}
-	}
-	if authority != "" {
-		for n, entry := range strings.Split(authority, ",") {
-			h, port, err := splitURLHost(entry)
-			if err != nil {
-				if p.hideHosts {
-					return p, errBadDSNf("host list entry %d: %v (text not shown: it may hold a piece of the password; percent-encode '/', '?', '@' and ':' in the user name and password)", n+1, err.short)
-				}
-				return p, errBadDSNf("host %q: %s", entry, err.short)
-			}
-			p.netHosts = append(p.netHosts, h)
-			p.netPorts = append(p.netPorts, port)
-		}
-	}
-	if strings.HasPrefix(tail, "/") {
-		path, _, _ := strings.Cut(tail[1:], "?")
-		db, err := dsnPercentDecode(path)
-		if err != nil {
-			return p, errBadDSNf("database name: %v", err)
-		}
-		if db != "" {
-			p.params = append(p.params, dsnParam{"dbname", db})
-		}
-	}
-	if _, query, ok := strings.Cut(tail, "?"); ok {
-		for seg := range strings.SplitSeq(query, "&") {
-			if seg == "" {
-				continue
-			}
-			rk, rv, ok := strings.Cut(seg, "=")
-			if !ok {
-				return p, errBadDSNf("query parameter %d has no '=' (want key=value)", len(p.params)+1)
-			}
-			k, err := dsnPercentDecode(rk)
-			if err != nil || !validDSNKeyword(k) {
-				return p, errBadDSNf("invalid query parameter name: want letters, digits, '_' and '.'")
-			}
-			v, err := dsnPercentDecode(rv)
-			if err != nil {
-				return p, errBadDSNf("value of %q: %v", k, err)
-			}
-			p.params = append(p.params, dsnParam{k, v})
-		}
-	}
-	return p, nil
-}
-
-// urlHostError is a host-syntax problem described without quoting the text.
-type urlHostError struct{ short string }
-
-func (e *urlHostError) Error() string { return e.short }
-
-// splitURLHost splits one authority entry into a decoded host and a port
-// (empty when absent).
-func splitURLHost(e string) (host, port string, herr *urlHostError) {
-	if strings.HasPrefix(e, "[") {
-		end := strings.IndexByte(e, ']')
-		if end < 0 {
-			return "", "", &urlHostError{"missing ']' after IPv6 address"}
-		}
-		after := e[end+1:]
-		if after != "" {
-			if after[0] != ':' {
-				return "", "", &urlHostError{"unexpected text after ']'"}
-			}
-			port = after[1:]
-		}
-		h, err := dsnPercentDecode(e[1:end])
-		if err != nil {
-			return "", "", &urlHostError{err.Error()}
-		}
-		if a, err := netip.ParseAddr(h); err != nil || !a.Is6() {
-			return "", "", &urlHostError{"brackets must hold an IPv6 address"}
-		}
-		return h, port, nil
-	}
-	raw := e
-	if i := strings.LastIndexByte(e, ':'); i >= 0 {
-		raw, port = e[:i], e[i+1:]
-		if strings.IndexByte(raw, ':') >= 0 {
-			return "", "", &urlHostError{"an IPv6 address must be written in brackets, as in [::1]:5432"}
-		}
-	}
-	h, err := dsnPercentDecode(raw)
-	if err != nil {
-		return "", "", &urlHostError{err.Error()}
-	}
-	// Like entries of a host parameter, decoded names lose surrounding spaces.
-	return strings.Trim(h, asciiSpaces), port, nil
-}
-
-// dsnPercentDecode decodes %XX escapes only ('+' stays '+', as in libpq) and
-// refuses %00.
-func dsnPercentDecode(s string) (string, error) {
-	if strings.IndexByte(s, '%') < 0 {
-		return s, nil
-	}
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b = append(b, s[i])
-			continue
-		}
-		if i+2 >= len(s) || dsnUnhex(s[i+1]) < 0 || dsnUnhex(s[i+2]) < 0 {
-			return "", fmt.Errorf("invalid percent-encoding")
-		}
-		c := byte(dsnUnhex(s[i+1])<<4 | dsnUnhex(s[i+2]))
-		if c == 0 {
-			return "", fmt.Errorf("%%00 (NUL) is not allowed")
-		}
-		b = append(b, c)
-		i += 2
-	}
-	return string(b), nil
-}
-
-func dsnUnhex(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
 }
 
 // Parameters that never reach Params.
@@ -476,16 +152,14 @@ func isOptionKey(k string) bool {
 	return len(k) >= len(dsnOptionPrefix) && strings.EqualFold(k[:len(dsnOptionPrefix)], dsnOptionPrefix)
 }
 
-// config interprets the parameters.
-func (p parsedDSN) config() (Config, error) {
+// dsnConfig interprets the parameters.
+func dsnConfig(p libpqdsn.DSN) (Config, error) {
 	var (
-		c                    Config
-		hostParam, portParam string
-		hostSet, portSet     bool
-		opts                 = map[string]string{}
+		c    Config
+		opts = map[string]string{}
 	)
-	for _, kv := range p.params {
-		k, v := kv.key, kv.val
+	for _, kv := range p.Params {
+		k, v := kv.Key, kv.Val
 		switch {
 		case k == "user":
 			c.User = v
@@ -493,10 +167,8 @@ func (p parsedDSN) config() (Config, error) {
 			c.Password = v
 		case k == "dbname" || k == "database":
 			c.Database = v
-		case k == "host":
-			hostParam, hostSet = v, true
-		case k == "port":
-			portParam, portSet = v, true
+		case k == "host" || k == "port":
+			// Read by p.Hosts.
 		case k == "hostaddr":
 			return c, errBadDSNf("hostaddr is not supported: give each server's name or IP address in host")
 		case slices.Contains(droppedParams, k):
@@ -508,7 +180,7 @@ func (p parsedDSN) config() (Config, error) {
 			}
 			opts[name] = v
 		default:
-			if !validDSNKeyword(k) {
+			if !libpqdsn.ValidKeyword(k) {
 				return c, errBadDSNf("invalid parameter name %q", k)
 			}
 			if c.Params == nil {
@@ -517,11 +189,14 @@ func (p parsedDSN) config() (Config, error) {
 			c.Params[k] = v
 		}
 	}
-	hosts, err := p.hosts(hostParam, hostSet, portParam, portSet)
+	hosts, err := p.Hosts()
 	if err != nil {
-		return c, err
+		return c, badSyntax(err)
 	}
-	c.Hosts = hosts
+	c.Hosts = make([]Host, len(hosts))
+	for i, h := range hosts {
+		c.Hosts[i] = Host{Addr: h.Addr, Port: h.Port}
+	}
 	for _, o := range dsnOptions {
 		v, ok := opts[o.name]
 		if !ok {
@@ -541,122 +216,6 @@ func (p parsedDSN) config() (Config, error) {
 		return c, de
 	}
 	return c, nil
-}
-
-// hosts combines the URL authority, the host parameter and the port
-// parameter into Hosts with explicit ports.
-func (p parsedDSN) hosts(hostParam string, hostSet bool, portParam string, portSet bool) ([]Host, error) {
-	show := func(s string) string {
-		if p.hideHosts {
-			return "(not shown)"
-		}
-		return strconv.Quote(s)
-	}
-	errHost := func(format string, args ...any) error {
-		if p.hideHosts {
-			format += " (text not shown: it may hold a piece of the password; percent-encode '/', '?', '@' and ':' in the user name and password)"
-		}
-		return errBadDSNf(format, args...)
-	}
-	netNamed := slices.ContainsFunc(p.netHosts, func(h string) bool { return h != "" })
-	var addrs, explicit []string
-	switch {
-	case netNamed && hostSet:
-		return nil, errBadDSNf("hosts given both in the URL and in the host parameter")
-	case netNamed:
-		addrs, explicit = p.netHosts, p.netPorts
-	default:
-		if hostSet {
-			addrs = dsnSplitList(hostParam)
-		}
-		if slices.ContainsFunc(p.netPorts, func(s string) bool { return s != "" }) {
-			explicit = p.netPorts
-		}
-	}
-	if len(addrs) == 0 {
-		return nil, errBadDSNf("no host: name at least one server (pgreplica does not read PGHOST)")
-	}
-	if len(explicit) > 1 && len(explicit) != len(addrs) {
-		return nil, errBadDSNf("%d ports in the URL for %d hosts", len(explicit), len(addrs))
-	}
-	var ports []string
-	if portSet {
-		ports = dsnSplitList(portParam)
-		if len(ports) != 1 && len(ports) != len(addrs) {
-			return nil, errBadDSNf("%d ports for %d hosts: give one port for all hosts or one per host", len(ports), len(addrs))
-		}
-	}
-	pick := func(list []string, i int) string {
-		switch len(list) {
-		case 0:
-			return ""
-		case 1:
-			return list[0]
-		}
-		return list[i]
-	}
-	hosts := make([]Host, len(addrs))
-	seen := make(map[Host]int, len(addrs))
-	for i, a := range addrs {
-		if a == "" {
-			if len(addrs) == 1 {
-				return nil, errBadDSNf("host is empty")
-			}
-			return nil, errBadDSNf("host list entry %d is empty", i+1)
-		}
-		if err := checkHostAddr(a); err != "" {
-			return nil, errHost("host %s: %s", show(a), err)
-		}
-		port := uint16(defaultPort)
-		if s := pick(explicit, i); s != "" {
-			n, err := dsnParsePort(s)
-			if err != nil {
-				return nil, errHost("port %s of host %d: %v", show(s), i+1, err)
-			}
-			port = n
-		} else if s := pick(ports, i); s != "" {
-			n, err := dsnParsePort(s)
-			if err != nil {
-				return nil, errBadDSNf("port %q: %v", s, err)
-			}
-			port = n
-		}
-		h := Host{Addr: a, Port: port}
-		if j, dup := seen[h]; dup {
-			return nil, errHost("host %s port %d is listed twice (entries %d and %d)", show(a), port, j+1, i+1)
-		}
-		seen[h] = i
-		hosts[i] = h
-	}
-	return hosts, nil
-}
-
-// checkHostAddr returns why a is not a usable host, or "".
-func checkHostAddr(a string) string {
-	if strings.IndexByte(a, ':') < 0 || strings.HasPrefix(a, "/") || strings.HasPrefix(a, "@") {
-		return ""
-	}
-	if _, err := netip.ParseAddr(a); err == nil {
-		return ""
-	}
-	return "a ':' belongs only in an IPv6 address (give ports in the port parameter)"
-}
-
-// dsnSplitList splits a comma-separated list, trimming spaces around entries.
-func dsnSplitList(s string) []string {
-	parts := strings.Split(s, ",")
-	for i := range parts {
-		parts[i] = strings.Trim(parts[i], asciiSpaces)
-	}
-	return parts
-}
-
-func dsnParsePort(s string) (uint16, error) {
-	n, err := strconv.ParseUint(s, 10, 16)
-	if err != nil || n == 0 || s[0] == '+' {
-		return 0, fmt.Errorf("want a number from 1 to 65535")
-	}
-	return uint16(n), nil
 }
 
 // unknownOptionError names a bad pgreplica_* parameter and the valid ones.
@@ -788,7 +347,7 @@ type dsnEnumOpt[T comparable] struct {
 func dsnEnum[T comparable](p *T, names []dsnEnumName[T]) dsnOptValue { return dsnEnumOpt[T]{p, names} }
 
 func (o dsnEnumOpt[T]) Set(s string) error {
-	s = strings.ReplaceAll(strings.Trim(s, asciiSpaces), "-", "_")
+	s = strings.ReplaceAll(strings.Trim(s, libpqdsn.Spaces), "-", "_")
 	for _, n := range o.names {
 		if strings.EqualFold(s, n.name) {
 			*o.p = n.v
@@ -815,7 +374,7 @@ type dsnIntOpt struct {
 }
 
 func (o dsnIntOpt) Set(s string) error {
-	n, err := strconv.Atoi(strings.Trim(s, asciiSpaces))
+	n, err := strconv.Atoi(strings.Trim(s, libpqdsn.Spaces))
 	if err == nil && o.max > 0 && n > o.max {
 		return fmt.Errorf("want an integer >= %d and <= %d", o.min, o.max)
 	}
@@ -845,7 +404,7 @@ type dsnDurOpt struct {
 }
 
 func (o dsnDurOpt) Set(s string) error {
-	d, err := time.ParseDuration(strings.Trim(s, asciiSpaces))
+	d, err := time.ParseDuration(strings.Trim(s, libpqdsn.Spaces))
 	if err != nil {
 		return fmt.Errorf("want a Go duration such as 150ms, 5s or 1m30s")
 	}
@@ -872,7 +431,7 @@ func (o dsnStringOpt) IsZero() bool       { return *o.p == "" }
 type dsnBoolOpt struct{ p *bool }
 
 func (o dsnBoolOpt) Set(s string) error {
-	switch strings.ToLower(strings.Trim(s, asciiSpaces)) {
+	switch strings.ToLower(strings.Trim(s, libpqdsn.Spaces)) {
 	case "true", "t", "1", "yes", "y", "on":
 		*o.p = true
 	case "false", "f", "0", "no", "n", "off":
@@ -890,7 +449,7 @@ func (o dsnBoolOpt) IsZero() bool   { return !*o.p }
 type dsnBytesOpt struct{ p *uint64 }
 
 func (o dsnBytesOpt) Set(s string) error {
-	s = strings.Trim(s, asciiSpaces)
+	s = strings.Trim(s, libpqdsn.Spaces)
 	num := strings.TrimRight(s, "kMGTB")
 	mult := uint64(1)
 	switch s[len(num):] {
@@ -906,7 +465,7 @@ func (o dsnBytesOpt) Set(s string) error {
 	default:
 		return fmt.Errorf("want a byte count such as 16777216 or 16MB")
 	}
-	n, err := strconv.ParseUint(strings.Trim(num, asciiSpaces), 10, 64)
+	n, err := strconv.ParseUint(strings.Trim(num, libpqdsn.Spaces), 10, 64)
 	if err != nil || n > ^uint64(0)/mult {
 		return fmt.Errorf("want a byte count such as 16777216 or 16MB")
 	}
@@ -920,7 +479,7 @@ func (o dsnBytesOpt) IsZero() bool   { return *o.p == 0 }
 type dsnZonesOpt struct{ c *Config }
 
 func (o dsnZonesOpt) Set(s string) error {
-	zones := dsnSplitList(s)
+	zones := libpqdsn.SplitList(s)
 	if len(zones) != len(o.c.Hosts) {
 		return fmt.Errorf("%d zones for %d hosts: give one zone per host, in host order (empty for none)", len(zones), len(o.c.Hosts))
 	}
@@ -955,18 +514,18 @@ func (c Config) hostDSN(h Host) string {
 	if port == 0 {
 		port = defaultPort
 	}
-	writeDSNParam(&b, "host", h.Addr, true)
-	writeDSNParam(&b, "port", strconv.Itoa(int(port)), true)
+	libpqdsn.WriteParam(&b, "host", h.Addr, true)
+	libpqdsn.WriteParam(&b, "port", strconv.Itoa(int(port)), true)
 	for _, f := range [...]struct{ k, v string }{{"user", c.User}, {"password", c.Password}, {"dbname", c.Database}} {
 		if f.v != "" {
-			writeDSNParam(&b, f.k, f.v, true)
+			libpqdsn.WriteParam(&b, f.k, f.v, true)
 		}
 	}
 	for _, k := range dsnSortedKeys(c.Params) {
 		if isReservedParam(k) {
 			continue
 		}
-		writeDSNParam(&b, k, c.Params[k], true)
+		libpqdsn.WriteParam(&b, k, c.Params[k], true)
 	}
 	return b.String()
 }
@@ -988,28 +547,28 @@ func (c Config) redacted() string {
 			}
 			ports[i] = strconv.Itoa(int(p))
 		}
-		writeDSNParam(&b, "host", strings.Join(addrs, ","), false)
-		writeDSNParam(&b, "port", strings.Join(ports, ","), false)
+		libpqdsn.WriteParam(&b, "host", strings.Join(addrs, ","), false)
+		libpqdsn.WriteParam(&b, "port", strings.Join(ports, ","), false)
 	}
 	if c.User != "" {
-		writeDSNParam(&b, "user", c.User, false)
+		libpqdsn.WriteParam(&b, "user", c.User, false)
 	}
 	if c.Password != "" {
-		writeDSNParam(&b, "password", redactedPassword, false)
+		libpqdsn.WriteParam(&b, "password", libpqdsn.Masked, false)
 	}
 	if c.Database != "" {
-		writeDSNParam(&b, "dbname", c.Database, false)
+		libpqdsn.WriteParam(&b, "dbname", c.Database, false)
 	}
 	for _, k := range dsnSortedKeys(c.Params) {
 		v := c.Params[k]
-		if isSecretKey(k) {
-			v = redactedPassword
+		if libpqdsn.IsSecret(k) {
+			v = libpqdsn.Masked
 		}
-		writeDSNParam(&b, k, v, false)
+		libpqdsn.WriteParam(&b, k, v, false)
 	}
 	for _, o := range dsnOptions {
 		if v := o.bind(&c); !v.IsZero() {
-			writeDSNParam(&b, o.name, v.String(), false)
+			libpqdsn.WriteParam(&b, o.name, v.String(), false)
 		}
 	}
 	return b.String()
@@ -1026,26 +585,4 @@ func dsnSortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// writeDSNParam appends key=value, quoting the value when always is set or when
-// it needs quotes to be read back.
-func writeDSNParam(b *strings.Builder, k, v string, always bool) {
-	if b.Len() > 0 {
-		b.WriteByte(' ')
-	}
-	b.WriteString(k)
-	b.WriteByte('=')
-	if !always && v != "" && !strings.ContainsAny(v, "'\\"+asciiSpaces) {
-		b.WriteString(v)
-		return
-	}
-	b.WriteByte('\'')
-	for i := 0; i < len(v); i++ {
-		if v[i] == '\'' || v[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(v[i])
-	}
-	b.WriteByte('\'')
 }

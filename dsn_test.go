@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lib/pq"
+	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
 // dsnTestPassword appears in many DSNs below; no error may ever contain it.
@@ -507,7 +508,7 @@ func TestRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseDSN(redacted): %v", err)
 	}
-	c.Password, c.Params["sslpassword"] = redactedPassword, redactedPassword
+	c.Password, c.Params["sslpassword"] = libpqdsn.Masked, libpqdsn.Masked
 	if !reflect.DeepEqual(back, c) {
 		t.Errorf("ParseDSN(redacted)\n got  %+v\n want %+v", back, c)
 	}
@@ -563,7 +564,7 @@ func FuzzParseDSN(f *testing.F) {
 
 func dsnQuoteForTest(s string) string {
 	var b strings.Builder
-	writeDSNParam(&b, "", s, true)
+	libpqdsn.WriteParam(&b, "", s, true)
 	return strings.TrimPrefix(b.String(), "=")
 }
 
@@ -632,12 +633,12 @@ func checkParsedDSN(t *testing.T, c Config) {
 	}
 	want := c
 	if want.Password != "" {
-		want.Password = redactedPassword
+		want.Password = libpqdsn.Masked
 	}
 	want.Params = maps.Clone(c.Params)
 	for k := range want.Params {
-		if isSecretKey(k) {
-			want.Params[k] = redactedPassword
+		if libpqdsn.IsSecret(k) {
+			want.Params[k] = libpqdsn.Masked
 		}
 	}
 	if !reflect.DeepEqual(back, want) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
@@ -185,7 +186,7 @@ func (e *redactedError) Error() string { return e.msg }
 
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redactErr masks password in err's message (see redactPassword), which
+// redactErr masks password in err's message (see libpqdsn.Redact), which
 // comes from an inner driver or a server; err itself when it does not
 // show it.
 func redactErr(err error, password string) error {
@@ -193,7 +194,7 @@ func redactErr(err error, password string) error {
 		return nil
 	}
 	msg := err.Error()
-	if red := redactPassword(msg, password); red != msg {
+	if red := libpqdsn.Redact(msg, password); red != msg {
 		return &redactedError{msg: red, err: err}
 	}
 	return err

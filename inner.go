@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/lib/pq"
+	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
 
@@ -21,14 +22,14 @@ func innerConnector(cfg *Config, h Host) (driver.Connector, error) {
 	case DriverPq:
 		c, err := pq.NewConnector(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactPassword(err.Error(), cfg.Password))
+			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), libpqdsn.Redact(err.Error(), cfg.Password))
 		}
 		c.Dialer(socketDialer{}) // lib/pq's default dialer, plus noteSocket
 		return c, nil
 	default:
 		pc, err := pgx.ParseConfig(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), redactPassword(err.Error(), cfg.Password))
+			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), libpqdsn.Redact(err.Error(), cfg.Password))
 		}
 		dial := pc.DialFunc
 		pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
