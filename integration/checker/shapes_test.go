@@ -188,8 +188,11 @@ func TestDeployShapes(t *testing.T) {
 			if len(d.Proxies()) == 0 && len(rep.Faults.ProxyRestarts) > 0 {
 				t.Errorf("%d proxy restarts without proxies", len(rep.Faults.ProxyRestarts))
 			}
+			// Back at all, and soon: how soon depends on the machine's
+			// load (a loaded 2-core machine took 282 ms once), which is
+			// not what this test judges.
 			for _, p := range rep.Faults.ProxyRestarts {
-				if p.Up.IsZero() || p.Downtime > 250*time.Millisecond {
+				if p.Up.IsZero() || p.Downtime > 2*time.Second {
 					t.Errorf("proxy %s: restart at %s up at %s, %v down", p.Proxy, p.At, p.Up, p.Downtime)
 				}
 			}
