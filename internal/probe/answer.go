@@ -3,6 +3,7 @@ package probe
 import (
 	"database/sql/driver"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -103,7 +104,7 @@ func parseDelay(s string) (time.Duration, error) {
 	}
 	unit := map[string]time.Duration{"": time.Millisecond, "us": time.Microsecond, "ms": time.Millisecond,
 		"s": time.Second, "min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[s[i:]]
-	if unit == 0 {
+	if unit == 0 || n > math.MaxInt64/int64(unit) {
 		return 0, fmt.Errorf("probe: recovery_min_apply_delay %q", s)
 	}
 	return time.Duration(n) * unit, nil

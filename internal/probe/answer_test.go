@@ -15,7 +15,7 @@ func TestParseDelay(t *testing.T) {
 			t.Errorf("parseDelay(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "ms", "3 parsecs", "1x"} {
+	for _, bad := range []string{"", "ms", "3 parsecs", "1x", "107000d"} {
 		if _, err := parseDelay(bad); err == nil {
 			t.Errorf("parseDelay(%q) accepted", bad)
 		}
