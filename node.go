@@ -3,14 +3,12 @@ package pgreplica
 import (
 	"context"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"net"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/probe"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
@@ -58,7 +56,7 @@ type nodeStatus struct {
 	// its state is hidden. denied is what the role may not use at all;
 	// user is the role's name.
 	statsHidden, receiverHidden bool
-	denied                      probeFn
+	denied                      probe.Fn
 	user                        string
 	// syncStates maps a primary's standbys (application_name) to their
 	// sync_state (async, sync, potential, quorum).
@@ -163,7 +161,7 @@ type node struct {
 	fullProbes  bool
 	// denied and user are what checkPrivileges found when probeConn
 	// connected.
-	denied probeFn
+	denied probe.Fn
 	user   string
 }
 
@@ -188,63 +186,12 @@ func (n *node) poke() {
 	}
 }
 
-// probeQuery asks everything the router needs in one round trip. The
-// CASE guards keep primary-only functions off replicas and vice versa.
-// What the role may not use (denied) is left out, with a fallback where
-// the router can do without it (see privilege.go).
-//
-// A light probe (see probeOnce) also leaves out what changes rarely and
-// costs the most: the system identifier (pg_control_system() reads the
-// control file) and the primary's standbys (pg_stat_replication reads
-// every backend's status: 0.09 ms with 5 backends, 0.27 ms with 85, where
-// the light probe takes 0.08 ms either way).
-func probeQuery(denied probeFn, light bool) string {
-	or := func(f probeFn, expr, fallback string) string {
-		if denied&f != 0 {
-			return fallback
-		}
-		return expr
-	}
-	sysid := "(SELECT system_identifier FROM pg_control_system())::text"
-	if light {
-		sysid = "NULL::text"
-		denied |= fnReplication
-	}
-	setting := func(name, fallback string) string {
-		return or(fnSetting, "current_setting('"+name+"')", "'"+fallback+"'")
-	}
-	checkpointTL := or(fnControlCheckpoint, "(SELECT timeline_id FROM pg_control_checkpoint())", "NULL::int")
-	return `SELECT pg_is_in_recovery(),
- (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END)::text,
- ` + or(fnReceiveLSN, "COALESCE(pg_last_wal_receive_lsn()::text, '')", "''") + `,
- CASE WHEN pg_is_in_recovery() THEN ` + or(fnReplayPaused, "pg_is_wal_replay_paused()", "false") + ` ELSE false END,
- CASE WHEN pg_is_in_recovery()
-   THEN COALESCE(` + or(fnWalReceiver, "(SELECT received_tli FROM pg_stat_wal_receiver)", "NULL::int") + `, ` + checkpointTL + `)
-   ELSE ` + or(fnWalfileName, "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int", checkpointTL) + ` END,
- ` + sysid + `,
- ` + setting("synchronous_commit", "on") + ` = 'off',
- CASE WHEN pg_is_in_recovery()
-   THEN ` + or(fnWalReceiver, "COALESCE((SELECT COALESCE(status, '') || ' ' || COALESCE(substring(conninfo from 'application_name=([^ ]+)'), '') FROM pg_stat_wal_receiver), '')", "''") + `
-   ELSE ` + or(fnReplication, "COALESCE((SELECT string_agg(application_name || '=' || sync_state, ',') FROM pg_stat_replication), '')", "''") + ` END,
- CASE WHEN pg_is_in_recovery() THEN ` + setting("recovery_min_apply_delay", "0") + ` ELSE '' END,
- ` + or(fnHasRole, "pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')", "false") + `,
- coalesce(host(inet_server_addr()), ''), coalesce(inet_server_port(), 0),
- (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint, pg_backend_pid()`
-}
-
-// probeSQL and probeLightSQL are the probes of a role that may use
-// everything.
-var (
-	probeSQL      = probeQuery(0, false)
-	probeLightSQL = probeQuery(0, true)
-)
-
 // fullProbeEvery: one probe in so many asks everything (on a fresh
 // connection and after a failure, every probe does): a new sync standby
 // shows within 2 s while statements run, 8 s while idle.
 const fullProbeEvery = 8
 
-// probe runs probeQuery on the node's dedicated monitor connection.
+// probe runs probe.Query on the node's dedicated monitor connection.
 func (n *node) probe(ctx context.Context) *nodeStatus {
 	reused := n.probeConn != nil
 	st, err := n.probeOnce(ctx)
@@ -298,7 +245,7 @@ func (n *node) probeOnce(ctx context.Context) (*nodeStatus, error) {
 			return nil, err
 		}
 	}
-	if req := n.denied & requiredFns; req != 0 {
+	if req := n.denied & probe.RequiredFns; req != 0 {
 		return nil, deniedError(n.user, req)
 	}
 	prev := n.status.Load()
@@ -325,19 +272,19 @@ func (n *node) ask(ctx context.Context, fresh bool, prev *nodeStatus) (*nodeStat
 	// The round trip is timed without connection setup, which would
 	// skew the latency policy's EWMA.
 	start := time.Now()
-	query := probeSQL
+	query := probe.FullSQL
 	switch {
 	case n.denied != 0:
-		query = probeQuery(n.denied, light)
+		query = probe.Query(n.denied, light)
 	case light:
-		query = probeLightSQL
+		query = probe.LightSQL
 	}
 	rows, err := queryInner(ctx, n.probeConn, query, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	vals := make([]driver.Value, 14)
+	vals := make([]driver.Value, probe.Columns)
 	if err := rows.Next(vals); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
@@ -350,39 +297,19 @@ func (n *node) ask(ctx context.Context, fresh bool, prev *nodeStatus) (*nodeStat
 	// The server ran the query about half a round trip ago: lag samples
 	// of different hosts compare better at that moment than at arrival.
 	st.at = start.Add(time.Since(start) / 2)
-	if b, _ := vals[0].(bool); b {
+	a, err := probe.Parse(vals)
+	if err != nil {
+		return nil, err
+	}
+	if light {
+		a.Server.Sysid = prev.sysid // left out of a light probe
+	}
+	if a.Replica {
 		st.role = roleReplica
 	}
-	if st.lsn, err = lsnValue(vals[1]); err != nil {
-		return nil, err
-	}
-	if st.receive, err = lsnValue(vals[2]); err != nil {
-		return nil, err
-	}
-	st.paused, _ = vals[3].(bool)
-	tl, err := intValue(vals[4])
-	if err != nil {
-		return nil, err
-	}
-	st.timeline = uint32(tl)
-	if light {
-		vals[5] = strconv.FormatUint(prev.sysid, 10)
-	}
-	sysid, err := intValue(vals[5])
-	if err != nil {
-		return nil, err
-	}
-	st.sysid = uint64(sysid)
-	st.asyncDefault, _ = vals[6].(bool)
-	if st.role == roleReplica {
-		if st.applyDelay, err = parseDelay(textValue(vals[8])); err != nil {
-			return nil, err
-		}
-	}
-	id, err := serverIDOf([]driver.Value{vals[5], vals[10], vals[11], vals[12]})
-	if err != nil {
-		return nil, err
-	}
+	st.lsn, st.receive, st.paused, st.timeline = LSN(a.LSN), LSN(a.Receive), a.Paused, a.Timeline
+	st.sysid, st.asyncDefault, st.applyDelay = a.Server.Sysid, a.AsyncDefault, a.ApplyDelay
+	id := serverIDOf(a.Server)
 	if light && (st.role != prev.role || prev.server.id.sameServer(id) && prev.server.id.started != id.started) {
 		return nil, nil // a failover or a restart: ask everything
 	}
@@ -391,91 +318,22 @@ func (n *node) ask(ctx context.Context, fresh bool, prev *nodeStatus) (*nodeStat
 		// pooler's): seen here, without a failed probe.
 		st.restarted = true
 	}
-	if pid, err := intValue(vals[13]); err == nil && fresh {
-		if wire := newWire(n.probeConn).backendPID(); wire != 0 && wire != uint32(pid) {
+	if fresh && a.PID != 0 {
+		if wire := newWire(n.probeConn).backendPID(); wire != 0 && wire != a.PID {
 			n.setPooled() // a pooler answered: see server.go
 		}
 	}
 	st.server = n.noteServer(id)
-	visible, _ := vals[9].(bool)
-	st.statsHidden = !visible
-	info := textValue(vals[7])
+	st.statsHidden = !a.StatsVisible
 	if st.role == roleReplica {
-		// "streaming replica1": the WAL receiver's state and the name
-		// the primary knows this replica by; " " when one runs but the
-		// role may not see them, "" when none runs.
-		var running bool
-		st.receiver, st.appName, running = strings.Cut(info, " ")
-		st.receiverHidden = running && st.receiver == "" || n.denied&fnWalReceiver != 0
+		st.receiver, st.appName = a.Receiver, a.AppName
+		st.receiverHidden = a.ReceiverHidden || n.denied&probe.FnWalReceiver != 0
 	} else if light {
 		st.syncStates = prev.syncStates
-	} else if info != "" {
-		st.syncStates = map[string]string{}
-		for _, kv := range strings.Split(info, ",") {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				st.syncStates[k] = v
-			}
-		}
+	} else {
+		st.syncStates = a.SyncStates
 	}
 	return st, nil
-}
-
-// parseDelay reads a time setting as current_setting shows it ("0",
-// "300ms", "2s", "1min", …).
-func parseDelay(s string) (time.Duration, error) {
-	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
-	if i < 0 {
-		i = len(s)
-	}
-	n, err := strconv.ParseInt(s[:i], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("probe: recovery_min_apply_delay %q", s)
-	}
-	unit := map[string]time.Duration{"": time.Millisecond, "us": time.Microsecond, "ms": time.Millisecond,
-		"s": time.Second, "min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[s[i:]]
-	if unit == 0 {
-		return 0, fmt.Errorf("probe: recovery_min_apply_delay %q", s)
-	}
-	return time.Duration(n) * unit, nil
-}
-
-func textValue(v driver.Value) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	}
-	return ""
-}
-
-// lsnValue reads a pg_lsn that arrived as text; NULL or "" is 0.
-func lsnValue(v driver.Value) (LSN, error) {
-	s := textValue(v)
-	if s == "" {
-		return 0, nil
-	}
-	return ParseLSN(s)
-}
-
-func intValue(v driver.Value) (int64, error) {
-	switch x := v.(type) {
-	case int64:
-		return x, nil
-	case nil:
-		return 0, nil
-	}
-	s := textValue(v)
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		// system identifiers are unsigned 64-bit values
-		u, uerr := strconv.ParseUint(s, 10, 64)
-		if uerr != nil {
-			return 0, errors.New("probe: unexpected integer " + strconv.Quote(s))
-		}
-		return int64(u), nil
-	}
-	return n, nil
 }
 
 // rttEWMA returns the smoothed probe round trip.
@@ -489,27 +347,4 @@ func (n *node) observeRTT(d time.Duration) {
 		return
 	}
 	n.rtt.Store(int64(0.8*float64(old) + 0.2*float64(d)))
-}
-
-// checkSingleAddress names a host name that does not resolve as such
-// ("cannot resolve host …", wrapping the *net.DNSError: a typo in the DSN
-// must not read like a host that is down), and refuses one that resolves
-// to several addresses: the probe and each pooled connection could reach
-// different servers behind one name, and a role learnt from one would
-// route statements to another. Such a host is excluded (its status
-// carries this error) until its name resolves to one address. IP
-// addresses and Unix socket directories are not looked up.
-func checkSingleAddress(ctx context.Context, addr string, lookup func(context.Context, string) ([]string, error)) error {
-	if strings.HasPrefix(addr, "/") || net.ParseIP(addr) != nil {
-		return nil
-	}
-	addrs, err := lookup(ctx, addr)
-	if err != nil {
-		return &resolveError{host: addr, err: err}
-	}
-	if len(addrs) > 1 {
-		return fmt.Errorf("%w: host %s resolves to %d addresses (%s); list each server as its own host",
-			ErrAmbiguousHost, addr, len(addrs), strings.Join(addrs, ", "))
-	}
-	return nil
 }

@@ -7,12 +7,14 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
 // fakeServer answers the monitor's two queries as a server would for a
 // role: the privilege check from denied, the probe from row.
 type fakeServer struct {
-	denied  probeFn
+	denied  probe.Fn
 	user    string
 	row     []driver.Value // the probe's answer
 	queries []string
@@ -24,18 +26,19 @@ func (f *fakeServer) Begin() (driver.Tx, error)           { return nil, errors.N
 
 func (f *fakeServer) QueryContext(_ context.Context, q string, _ []driver.NamedValue) (driver.Rows, error) {
 	f.queries = append(f.queries, q)
-	if q == privilegeSQL {
-		row := make([]driver.Value, len(probeFns)+1)
-		for i := range probeFns {
+	if q == probe.PrivilegeSQL {
+		row := make([]driver.Value, probe.PrivilegeColumns)
+		for i := range probe.NumFns {
 			row[i] = f.denied&(1<<i) != 0
 		}
-		row[len(probeFns)] = f.user
+		row[probe.NumFns] = f.user
 		return &fakeRows{row: row}, nil
 	}
-	for i, fn := range probeFns {
+	for i := range probe.NumFns {
 		// A denied function in the probe fails it, as on a server.
-		if f.denied&(1<<i) != 0 && strings.Contains(q, strings.TrimSuffix(fn.name, "(pg_lsn)")) {
-			return nil, errors.New("permission denied for function " + fn.name)
+		name := probe.Fn(1 << i).Names()
+		if f.denied&(1<<i) != 0 && strings.Contains(q, strings.TrimSuffix(name, "(pg_lsn)")) {
+			return nil, errors.New("permission denied for function " + name)
 		}
 	}
 	return &fakeRows{row: f.row}, nil
@@ -107,7 +110,7 @@ func TestProbeSeesHiddenReplicationState(t *testing.T) {
 // leaves the probe (with a fallback), not the host; one the router needs
 // makes the probe fail with ErrInsufficientPrivilege, not as unreachable.
 func TestProbeDoesWithoutOptionalFunctions(t *testing.T) {
-	optional := fnControlCheckpoint | fnWalfileName | fnReplayPaused | fnReceiveLSN | fnWalReceiver | fnReplication | fnSetting
+	optional := probe.FnControlCheckpoint | probe.FnWalfileName | probe.FnReplayPaused | probe.FnReceiveLSN | probe.FnWalReceiver | probe.FnReplication | probe.FnSetting
 	srv := &fakeServer{user: "app", denied: optional, row: replicaSeenByApp}
 	st := probeWith(t, srv)
 	if st.err != nil {
@@ -116,7 +119,7 @@ func TestProbeDoesWithoutOptionalFunctions(t *testing.T) {
 	if st.role != roleReplica || st.denied != optional || !st.receiverHidden {
 		t.Errorf("status %+v", st)
 	}
-	q := probeQuery(optional, false)
+	q := probe.Query(optional, false)
 	for _, f := range []string{"pg_control_checkpoint", "pg_walfile_name", "pg_is_wal_replay_paused", "pg_last_wal_receive_lsn",
 		"pg_stat_wal_receiver", "pg_stat_replication", "current_setting"} {
 		if strings.Contains(q, f) {
@@ -128,11 +131,11 @@ func TestProbeDoesWithoutOptionalFunctions(t *testing.T) {
 			t.Errorf("degraded probe lost %s:\n%s", f, q)
 		}
 	}
-	if probeQuery(0, false) != probeSQL || probeQuery(0, true) != probeLightSQL {
-		t.Error("probeSQL or probeLightSQL is not probeQuery(0, …)")
+	if probe.Query(0, false) != probe.FullSQL || probe.Query(0, true) != probe.LightSQL {
+		t.Error("probe.FullSQL or probe.LightSQL is not probe.Query(0, …)")
 	}
 
-	srv = &fakeServer{user: "App", denied: fnControlSystem | fnReplayPaused, row: replicaSeenByApp}
+	srv = &fakeServer{user: "App", denied: probe.FnControlSystem | probe.FnReplayPaused, row: replicaSeenByApp}
 	st = probeWith(t, srv)
 	if !errors.Is(st.err, ErrInsufficientPrivilege) || errors.Is(st.err, ErrBadConfig) {
 		t.Fatalf("probe with pg_control_system() denied: err %v, want ErrInsufficientPrivilege only", st.err)
@@ -150,7 +153,7 @@ func TestProbeDoesWithoutOptionalFunctions(t *testing.T) {
 // primary hides sync_state; so does a host whose required function is
 // denied. Nodes() tells hidden state apart from its absence.
 func TestPrivilegeErr(t *testing.T) {
-	build := func(exclude bool, primary, replica []driver.Value, denied probeFn) *Connector {
+	build := func(exclude bool, primary, replica []driver.Value, denied probe.Fn) *Connector {
 		c, err := newConnector(Config{Hosts: []Host{{Addr: "127.0.0.1", Port: 1}, {Addr: "127.0.0.1", Port: 2}}, ExcludeSyncStandby: exclude},
 			func(_ *Config, h Host) (driver.Connector, error) {
 				row := primary
@@ -197,21 +200,13 @@ func TestPrivilegeErr(t *testing.T) {
 		t.Errorf("visible sync standby with ExcludeSyncStandby: %+v", ns[1])
 	}
 
-	c = build(false, primarySeenByApp, replicaSeenByApp, fnControlSystem)
+	c = build(false, primarySeenByApp, replicaSeenByApp, probe.FnControlSystem)
 	err = c.privilegeErr(c.topo.Load())
 	if !errors.Is(err, ErrInsufficientPrivilege) || errors.Is(err, ErrBadConfig) {
 		t.Fatalf("pg_control_system() denied: %v", err)
 	}
 	if ns := c.Nodes(); !strings.HasPrefix(ns[0].Why, "answers, but the role lacks privileges") {
 		t.Errorf("denied host explained as %q", ns[0].Why)
-	}
-}
-
-func TestQuoteIdent(t *testing.T) {
-	for in, want := range map[string]string{"app": "app", "App": `"App"`, `a"b`: `"a""b"`, "svc_1": "svc_1", "": "<role>"} {
-		if got := quoteIdent(in); got != want {
-			t.Errorf("quoteIdent(%q) = %s, want %s", in, got, want)
-		}
 	}
 }
 
@@ -229,7 +224,7 @@ func TestLightProbes(t *testing.T) {
 			n.probeConn.Close()
 		}
 	}()
-	probe := func() (*nodeStatus, []string) {
+	run := func() (*nodeStatus, []string) {
 		t.Helper()
 		sent := len(srv.queries)
 		st := n.probe(context.Background())
@@ -239,14 +234,14 @@ func TestLightProbes(t *testing.T) {
 		n.status.Store(st)
 		return st, srv.queries[sent:]
 	}
-	if _, q := probe(); q[len(q)-1] != probeSQL {
+	if _, q := run(); q[len(q)-1] != probe.FullSQL {
 		t.Fatalf("first probe sent %q, want the full probe", q)
 	}
 	srv.row = append([]driver.Value(nil), primary...)
 	srv.row[5], srv.row[7] = nil, "" // what a light probe reads
 	for i := 1; i < fullProbeEvery; i++ {
-		st, q := probe()
-		if len(q) != 1 || q[0] != probeLightSQL {
+		st, q := run()
+		if len(q) != 1 || q[0] != probe.LightSQL {
 			t.Fatalf("probe %d sent %q, want the light probe", i, q)
 		}
 		if st.sysid != 7 || st.syncStates["r1"] != "sync" {
@@ -254,13 +249,13 @@ func TestLightProbes(t *testing.T) {
 		}
 	}
 	srv.row = primary
-	if _, q := probe(); len(q) != 1 || q[0] != probeSQL {
+	if _, q := run(); len(q) != 1 || q[0] != probe.FullSQL {
 		t.Fatalf("probe %d sent %q, want the full probe", fullProbeEvery, q)
 	}
-	probe() // light
+	run() // light
 	srv.row = append([]driver.Value(nil), replicaSeenByMonitor...)
-	st, q := probe()
-	if len(q) != 2 || q[0] != probeLightSQL || q[1] != probeSQL {
+	st, q := run()
+	if len(q) != 2 || q[0] != probe.LightSQL || q[1] != probe.FullSQL {
 		t.Fatalf("a light probe that found a replica where the primary was sent %q, want it followed by the full probe", q)
 	}
 	if st.role != roleReplica || st.syncStates != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
 // A configured address is not a server. A Kubernetes Service, an HAProxy
@@ -164,55 +166,33 @@ type ServerStatus struct {
 	LastSeen time.Time
 }
 
-// identitySQL asks a new connection which server it reached, and its
-// backend's process id (a pooler's start-up message carries its own).
-const identitySQL = `SELECT (SELECT system_identifier FROM pg_control_system())::text,
- coalesce(host(inet_server_addr()), ''), coalesce(inet_server_port(), 0),
- (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint, pg_backend_pid()`
-
 // learnServer asks the new connection p which server it reached and
 // records it on p and its node (one round trip per connection, when it is
 // made).
 func (n *node) learnServer(ctx context.Context, p *physical) error {
-	rows, err := queryInner(ctx, p.conn, identitySQL, nil)
+	rows, err := queryInner(ctx, p.conn, probe.IdentitySQL, nil)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	vals := make([]driver.Value, 5)
+	vals := make([]driver.Value, probe.IdentityColumns)
 	if err := rows.Next(vals); err != nil {
 		return fmt.Errorf("pgreplica: reading the server's identity: %w", err)
 	}
-	id, err := serverIDOf(vals[:4])
+	srv, pid, err := probe.ParseIdentity(vals)
 	if err != nil {
 		return err
 	}
-	pid, err := intValue(vals[4])
-	if err != nil {
-		return err
-	}
-	if wire := p.wire.backendPID(); wire != 0 && wire != uint32(pid) {
+	if wire := p.wire.backendPID(); wire != 0 && wire != pid {
 		n.setPooled()
 	}
-	p.srv = n.noteServer(id)
+	p.srv = n.noteServer(serverIDOf(srv))
 	return nil
 }
 
-// serverIDOf reads sysid, address, port and start time.
-func serverIDOf(vals []driver.Value) (serverID, error) {
-	sysid, err := intValue(vals[0])
-	if err != nil {
-		return serverID{}, err
-	}
-	port, err := intValue(vals[2])
-	if err != nil {
-		return serverID{}, err
-	}
-	started, err := intValue(vals[3])
-	if err != nil {
-		return serverID{}, err
-	}
-	return serverID{sysid: uint64(sysid), addr: textValue(vals[1]), port: int(port), started: started}, nil
+// serverIDOf is the identity of the server a probe or a connection read.
+func serverIDOf(s probe.Server) serverID {
+	return serverID{sysid: s.Sysid, addr: s.Addr, port: s.Port, started: s.Started}
 }
 
 // noteServer registers a server a connection or probe of n reached. A

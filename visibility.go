@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/puddle/v2"
+	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
 // A replica can show a commit before the primary does. The primary makes a
@@ -121,7 +122,7 @@ func (c *Connector) replicaShows(ctx context.Context, n *node, srv *server, xids
 	if err != nil {
 		return 0, err
 	}
-	return intValue(s)
+	return probe.Int(s)
 }
 
 // acquireOnServer borrows a connection of n that reaches srv: any one
@@ -169,5 +170,5 @@ func queryText(ctx context.Context, conn driver.Conn, query string, args ...driv
 	if v, ok := vals[0].(int64); ok {
 		return fmt.Sprint(v), nil
 	}
-	return textValue(vals[0]), nil
+	return probe.Text(vals[0]), nil
 }

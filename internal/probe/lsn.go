@@ -1,0 +1,73 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// maxLSNPart is the most hex digits PostgreSQL accepts in each half of an
+// LSN's text form (MAXPG_LSNCOMPONENT).
+const maxLSNPart = 8
+
+// errLSN is the common prefix of ParseLSN's errors.
+const errLSN = "pgreplica: invalid LSN"
+
+// ParseLSN parses PostgreSQL's text form of a pg_lsn, "X/Y" with 1 to 8
+// hex digits each, exactly as PostgreSQL's input accepts it (the root's
+// ParseLSN documents it). Text or bytes, so a []byte is not copied.
+func ParseLSN[T string | []byte](s T) (uint64, error) {
+	var parts [2]uint64
+	part, digits := 0, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		case c == '/' && part == 0:
+			if digits == 0 {
+				return 0, lsnError(s, "missing digits before '/'")
+			}
+			part, digits = 1, 0
+			continue
+		default:
+			if c == '/' {
+				return 0, lsnError(s, "more than one '/'")
+			}
+			if c >= 0x80 {
+				return 0, lsnError(s, fmt.Sprintf("unexpected byte 0x%02X", c))
+			}
+			return 0, lsnError(s, "unexpected character "+strconv.QuoteRune(rune(c)))
+		}
+		if digits == maxLSNPart {
+			return 0, lsnError(s, "more than 8 hex digits in a part")
+		}
+		parts[part] = parts[part]<<4 | uint64(d)
+		digits++
+	}
+	switch {
+	case len(s) == 0:
+		return 0, errors.New(errLSN + ": empty string (want X/Y, e.g. 16/B374D848)")
+	case part == 0:
+		return 0, lsnError(s, "missing '/'")
+	case digits == 0:
+		return 0, lsnError(s, "missing digits after '/'")
+	}
+	return parts[0]<<32 | parts[1], nil
+}
+
+// lsnError reports a malformed LSN. The input is quoted (so control
+// characters cannot forge log lines) and clipped (it may come from outside).
+func lsnError[T string | []byte](s T, why string) error {
+	const maxShown = 40
+	shown := string(s)
+	if len(shown) > maxShown {
+		shown = shown[:maxShown] + "..."
+	}
+	return fmt.Errorf("%s %q: %s (want X/Y with 1-8 hex digits each, e.g. 16/B374D848)", errLSN, shown, why)
+}
