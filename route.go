@@ -94,12 +94,6 @@ type statement struct {
 	inFlight bool
 }
 
-// runQuery runs a query on p.
-func runQuery(ctx context.Context, p *physical, query string, args []driver.NamedValue, cls stmtclass.Class) (driver.Rows, error) {
-	p.note(cls)
-	return queryInner(ctx, p.conn, query, args)
-}
-
 // route runs st on a connection the plan allows and returns the lease it
 // succeeded on. A read that failed before returning anything is sent
 // again where it can succeed (retry.go). A query outside a transaction
