@@ -106,11 +106,7 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 		if err != nil || ran {
 			return l, err
 		}
-		if c.pq {
-			// The statement and its rows end with the lease (route serves
-			// statements outside transactions and pinned connections).
-			l.watch = watchDeadline(ctx, l.p, c.cfg.ProbeTimeout)
-		}
+		c.watchStatement(ctx, &l)
 		if err := convertArgs(l.p.conn, st.args); err != nil {
 			l.release(nil)
 			return lease{}, err
