@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/puddle/v2"
-
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -374,23 +372,4 @@ func (s *hedgeSlot) pick() *node {
 		return nil
 	}
 	return pl.topo.nodes[s.c.choose(pl.topo, set)].n
-}
-
-// acquireReplica borrows a connection to replica n. When another replica
-// could serve the read and n has no idle connection, it waits no longer
-// than n's hedge delay for a new one: a frozen server accepts the TCP
-// connection and never answers its startup, and the read would wait for
-// it until its deadline. The dial goes on in the pool's background. The
-// health check of an idle connection gets no longer either.
-func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
-	if !others || c.settings.hedgeDelay <= 0 {
-		return n.pool.acquire(ctx)
-	}
-	delay := n.answers.hedgeDelay(c.settings.hedgeDelay)
-	if res, ok := n.pool.tryAcquire(ctx, delay); ok {
-		return res, nil
-	}
-	actx, cancel := context.WithTimeout(ctx, delay)
-	defer cancel()
-	return n.pool.acquire(actx)
 }
