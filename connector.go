@@ -259,24 +259,6 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 	}
 }
 
-// markStart raises the process watermarks, once per connector, to the
-// primary's position at its first answer: a process never reads older
-// than the database was when it started. The previous process (a
-// migration run, the instance a deploy replaces) may have committed a
-// moment ago, and a replica behind that would show a database that never
-// existed for anyone who came after. It runs before the topology that
-// lets statements through is published (monitor.loop), so the first read
-// already needs it; reads that accept staleness do not look at the marks.
-func (c *Connector) markStart(st *nodeStatus) {
-	if st.sysid == 0 || !c.startMarked.CompareAndSwap(false, true) {
-		return
-	}
-	m := c.marksFor(st.sysid)
-	l := uint64(reachableLSN(st.lsn))
-	atomicMax(&m.all, l)
-	atomicMax(&m.shared, l)
-}
-
 // publish installs a new topology and logs role-level changes.
 func (c *Connector) publish(t *topology) {
 	t.marks = c.marksFor(t.sysid)
