@@ -56,7 +56,7 @@ func (l *lease) release(err error) {
 	n.inflight.Add(-1)
 	n.pool.release(l.res, err)
 	if slot {
-		<-c.fallbackSlots
+		c.fallbacks.release()
 	}
 }
 

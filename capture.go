@@ -3,6 +3,8 @@ package pgreplica
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
@@ -157,9 +159,9 @@ func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error)
 	if !errors.Is(err, errNoProbeConn) {
 		return lsn, err
 	}
-	c.captureConnMu.Lock()
-	defer c.captureConnMu.Unlock()
-	if c.captureClosed {
+	c.capture.connMu.Lock()
+	defer c.capture.connMu.Unlock()
+	if c.capture.closed {
 		return 0, ErrClosed
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
@@ -209,18 +211,18 @@ const captureDelay = 5 * time.Millisecond
 // captureSoon schedules a background capture of m's pending tickets,
 // unless one is scheduled already.
 func (c *Connector) captureSoon(m *clusterMarks) {
-	if !c.captureScheduled.CompareAndSwap(false, true) {
+	if !c.capture.scheduled.CompareAndSwap(false, true) {
 		return
 	}
-	c.captureMu.Lock()
-	defer c.captureMu.Unlock()
+	c.capture.mu.Lock()
+	defer c.capture.mu.Unlock()
 	if c.closed.Load() {
 		return
 	}
 	c.wg.Add(1) // Close waits for a capture that started
-	c.captureTimer = time.AfterFunc(captureDelay, func() {
+	c.capture.timer = time.AfterFunc(captureDelay, func() {
 		defer c.wg.Done()
-		c.captureScheduled.Store(false)
+		c.capture.scheduled.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ConnectTimeout)
 		defer cancel()
 		if err := m.resolve(ctx, c, m.issued.Load()); err != nil && !c.closed.Load() {
@@ -235,12 +237,9 @@ func (c *Connector) captureSoon(m *clusterMarks) {
 // closing connector keep their positions for the rest of the process,
 // whose other connectors may not reach this primary.
 func (c *Connector) flushCaptures() {
-	c.captureMu.Lock()
-	stopped := c.captureTimer != nil && c.captureTimer.Stop()
-	c.captureMu.Unlock()
-	if stopped {
+	if c.capture.stop() {
 		defer c.wg.Done()
-		c.captureScheduled.Store(false)
+		c.capture.scheduled.Store(false)
 	}
 	m := c.marksFor(c.topo.Load().sysid)
 	if m.covered.Load() >= m.writeIssued.Load() {
@@ -251,10 +250,33 @@ func (c *Connector) flushCaptures() {
 	m.resolve(ctx, c, m.issued.Load())
 }
 
-// closeCaptureConn stops captures from opening connections (Close), once
-// one under way has ended.
-func (c *Connector) closeCaptureConn() {
-	c.captureConnMu.Lock()
-	defer c.captureConnMu.Unlock()
-	c.captureClosed = true
+// capturer is the connector's part that runs its background captures
+// (captureSoon: one scheduled at a time) and, while there is no probe
+// connection, a capture's own connection (readPrimaryLSN), which Close
+// ends (closeConn).
+type capturer struct {
+	// scheduled, mu and timer: the background capture to come.
+	scheduled atomic.Bool
+	mu        sync.Mutex
+	timer     *time.Timer
+	// closed, under connMu, stops captures from opening a connection of
+	// their own after Close (readPrimaryLSN).
+	connMu sync.Mutex
+	closed bool
+}
+
+// stop stops the scheduled background capture before it ran, and reports
+// whether it did (flushCaptures).
+func (cp *capturer) stop() bool {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.timer != nil && cp.timer.Stop()
+}
+
+// closeConn stops captures from opening connections (Close), once one
+// under way has ended.
+func (cp *capturer) closeConn() {
+	cp.connMu.Lock()
+	defer cp.connMu.Unlock()
+	cp.closed = true
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,66 +20,90 @@ var errConflicts = errors.New("replay conflicts cancelled the read on the replic
 func (c *Connector) fallBack(ctx context.Context, pl *plan, why error) (lease, error) {
 	c.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", why)
 	c.metrics.fallbackReads.Add(1)
-	if err := c.takeFallbackSlot(ctx); err != nil {
+	if err := c.fallbacks.take(ctx); err != nil {
 		return lease{}, err
 	}
 	l, err := c.leasePrimary(ctx, c.topo.Load(), true) // the latest primary
 	if err != nil {
-		<-c.fallbackSlots
+		c.fallbacks.release()
 	}
 	return l, err
 }
 
-// takeFallbackSlot bounds concurrent fallback reads on the primary: when
-// every replica lags in a write burst, sending all reads to the primary at
-// once can take it down exactly when it is busiest. A read queues for a
-// slot, in order of arrival (a channel hands a freed slot to the longest
-// waiting sender), until its context's deadline or Config.FallbackWait,
-// whichever comes first, then fails with ErrFallbackLimit.
-func (c *Connector) takeFallbackSlot(ctx context.Context) error {
-	select {
-	case c.fallbackSlots <- struct{}{}:
-		c.noteFallbackSlots()
+// fallbackGate is the connector's part that bounds concurrent fallback
+// reads on the primary: when every replica lags in a write burst, sending
+// all reads to the primary at once can take it down exactly when it is
+// busiest. A read holds one of its slots while it runs there.
+type fallbackGate struct {
+	slots chan struct{}
+	wait  time.Duration // Config.FallbackWait
+	// lastStormLog rate-limits the fallback-storm warning (unix ns).
+	lastStormLog atomic.Int64
+	// The connector's counters (the peak of slots held, the reads
+	// refused) and logger.
+	metrics *metrics
+	log     *slog.Logger
+}
+
+// take queues for a slot, in order of arrival (a channel hands a freed
+// slot to the longest waiting sender), until ctx's deadline or
+// Config.FallbackWait, whichever comes first, then fails with
+// ErrFallbackLimit.
+func (g *fallbackGate) take(ctx context.Context) error {
+	if g.tryTake() {
 		return nil
-	default:
 	}
-	wait := c.cfg.FallbackWait
+	wait := g.wait
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl))
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case c.fallbackSlots <- struct{}{}:
-		c.noteFallbackSlots()
+	case g.slots <- struct{}{}:
+		g.noteHeld()
 		return nil
 	case <-t.C:
-		c.metrics.fallbackRejected.Add(1)
-		c.warnFallbackStorm()
-		return fmt.Errorf("%w: all %d fallback slots stayed taken for %v", ErrFallbackLimit, cap(c.fallbackSlots), wait.Round(time.Millisecond))
+		g.metrics.fallbackRejected.Add(1)
+		g.warnStorm()
+		return fmt.Errorf("%w: all %d fallback slots stayed taken for %v", ErrFallbackLimit, cap(g.slots), wait.Round(time.Millisecond))
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// noteFallbackSlots raises the peak of slots held at once (Stats).
-func (c *Connector) noteFallbackSlots() {
-	held := int64(len(c.fallbackSlots))
-	for peak := c.metrics.fallbackPeak.Load(); held > peak; peak = c.metrics.fallbackPeak.Load() {
-		if c.metrics.fallbackPeak.CompareAndSwap(peak, held) {
+// tryTake takes a slot if one is free now.
+func (g *fallbackGate) tryTake() bool {
+	select {
+	case g.slots <- struct{}{}:
+		g.noteHeld()
+		return true
+	default:
+		return false
+	}
+}
+
+// release frees a slot.
+func (g *fallbackGate) release() { <-g.slots }
+
+// noteHeld raises the peak of slots held at once (Stats).
+func (g *fallbackGate) noteHeld() {
+	held := int64(len(g.slots))
+	for peak := g.metrics.fallbackPeak.Load(); held > peak; peak = g.metrics.fallbackPeak.Load() {
+		if g.metrics.fallbackPeak.CompareAndSwap(peak, held) {
 			return
 		}
 	}
 }
 
-// warnFallbackStorm logs, at most once a second, that reads are being
-// refused because too many already fell back to the primary.
-func (c *Connector) warnFallbackStorm() {
+// warnStorm logs, at most once a second, that reads are being refused
+// because too many already fell back to the primary.
+func (g *fallbackGate) warnStorm() {
 	now := time.Now().UnixNano()
-	last := c.lastStormLog.Load()
-	if now-last < int64(time.Second) || !c.lastStormLog.CompareAndSwap(last, now) {
+	last := g.lastStormLog.Load()
+	if now-last < int64(time.Second) || !g.lastStormLog.CompareAndSwap(last, now) {
 		return
 	}
-	c.log.Warn("pgreplica: fallback storm: reads refused, the primary already serves the maximum of fallback reads",
-		"max_primary_fallbacks", cap(c.fallbackSlots), "refused_total", c.metrics.fallbackRejected.Load())
+	g.log.Warn("pgreplica: fallback storm: reads refused, the primary already serves the maximum of fallback reads",
+		"max_primary_fallbacks", cap(g.slots), "refused_total", g.metrics.fallbackRejected.Load())
 }

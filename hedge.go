@@ -25,6 +25,15 @@ import (
 // socket was closed, or its answer was not wanted.
 var errHedgeLost = errors.New("pgreplica: another attempt of this read answered first")
 
+// hedger is the connector's part that hedges reads: the budget that
+// bounds them and the watch that sends them (hedgewatch.go). It sits in
+// the connector's hot lines: a replica read that may be hedged reads
+// watch.
+type hedger struct {
+	budget *hedgeBudget
+	watch  *hedgeWatch
+}
+
 // hedgeBurst is how many hedges may go out at once after a calm period:
 // a replica that freezes has a handful of reads in flight on it.
 const hedgeBurst = 10
@@ -189,7 +198,7 @@ func (p *physical) slot(w *hedgeWatch) *hedgeSlot {
 // of the attempt that answered first (for the pgx handle's operation, the
 // operation holds the results: a hedge's copy that won hands them over).
 func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
-	s := first.p.slot(c.hedgeWatch)
+	s := first.p.slot(c.hedges.watch)
 	if s.busy.Load() {
 		// The last hedge from this connection is still to come, runs or
 		// cleans up.
@@ -272,7 +281,7 @@ func (s *hedgeSlot) launch() {
 	}
 	c, ctx, w := s.c, s.ctx, s.work
 	n := s.pick()
-	if n == nil || !c.hedges.take(c.metrics.replicaReads.Load()) {
+	if n == nil || !c.hedges.budget.take(c.metrics.replicaReads.Load()) {
 		if n != nil {
 			c.metrics.hedgesDenied.Add(1)
 		}

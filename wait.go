@@ -26,15 +26,12 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok b
 	if m.covered.Load() < pl.pending {
 		young := !pl.pendingWriteAt.IsZero() && time.Since(pl.pendingWriteAt) < youngWrite
 		if young && c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError {
-			select {
-			case c.fallbackSlots <- struct{}{}:
-				c.noteFallbackSlots()
+			if c.fallbacks.tryTake() {
 				if l, err := c.leasePrimary(ctx, pl.topo, true); err == nil {
 					c.metrics.recentWriteReads.Add(1)
 					return l, true, nil
 				}
-				<-c.fallbackSlots // no primary now: prove a replica fresh
-			default:
+				c.fallbacks.release() // no primary now: prove a replica fresh
 			}
 		}
 		if err := c.resolveUntil(ctx, m, pl.pending, pl.waitDeadline(ctx)); err != nil {
