@@ -7,6 +7,11 @@ import (
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
+// Configuration: Config and the types of its fields (Host, InnerDriver,
+// the enumerations' values). config_check.go fills in its defaults and
+// validates it, dsn.go reads it from a DSN, settings.go copies what every
+// statement reads.
+
 // Host is one PostgreSQL server of the cluster. Its role (primary or
 // replica) is discovered, never configured.
 type Host struct {

@@ -10,6 +10,9 @@ import (
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
+// Checking a Config: its documented defaults (withDefaults) and the values
+// it may not take (validate).
+
 // withDefaults returns a copy of c with every zero field set to its
 // documented default. Hosts, Params and TokenKey are copied, so later changes
 // to the caller's Config do not reach the copy. Negative values are kept for

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -19,7 +18,9 @@ import (
 // it, which stops all background work and every physical connection.
 type Connector struct {
 	// What every statement reads comes first: these fields, settings, the
-	// logger and the counters most reads add to share three cache lines.
+	// logger and the counters most reads add to share three cache lines
+	// (TestHotFieldsLayout). The parts that serve only some statements,
+	// or none, follow the counters.
 	closed atomic.Bool
 	pq     bool // the inner driver is lib/pq (Config.Driver)
 	// flights: database/sql reads may carry their replay check in their
@@ -34,39 +35,31 @@ type Connector struct {
 	// 25006, so they go straight to the primary next time; conflicting
 	// those that kept conflicting with replay, for a while (retry.go).
 	refused, conflicting statementSet
-	// hedges bounds hedged reads (hedge.go); hedgeWatch sends them.
-	hedges     *hedgeBudget
-	hedgeWatch *hedgeWatch
-	settings   settings
-	log        *slog.Logger
+	// hedges bounds and sends hedged reads (hedge.go).
+	hedges   hedger
+	settings settings
+	log      *slog.Logger
 	// picker chooses among the replicas that satisfy a read (choose).
 	picker  Picker
 	metrics metrics
 
-	// fallbackSlots bounds concurrent reads that fell back to the primary.
-	fallbackSlots chan struct{}
-	cfg           Config
-	nodes         []*node
-	mon           *monitor
+	// fallbacks bounds concurrent reads that fell back to the primary
+	// (fallback.go).
+	fallbacks fallbackGate
+	cfg       Config
+	nodes     []*node
+	mon       *monitor
 	// probe is node.probe, replaceable by unit tests.
 	probe func(context.Context, *node) *nodeStatus
 
 	localMarks clusterMarks
-	// captureScheduled, captureMu and captureTimer run the background
-	// capture of write positions (watermark.go).
-	captureScheduled atomic.Bool
-	captureMu        sync.Mutex
-	captureTimer     *time.Timer
-	// captureClosed, under captureConnMu, stops captures from opening a
-	// connection of their own after Close (readPrimaryLSN).
-	captureConnMu sync.Mutex
-	captureClosed bool
+	// capture runs the background capture of write positions, and a
+	// capture's own connection (capture.go).
+	capture capturer
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagTracker
 	// classes caches the classification of long statements.
 	classes stmtclass.Cache
-	// lastStormLog rate-limits the fallback-storm warning (unix ns).
-	lastStormLog atomic.Int64
 	// warnedHidden and warnedDenied log what the role cannot see once
 	// (privilege.go).
 	warnedHidden, warnedDenied atomic.Bool
@@ -105,9 +98,9 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	c.mon = newMonitor(c)
-	c.fallbackSlots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
-	c.hedges = newHedgeBudget(cfg.MaxHedgePercent)
-	c.hedgeWatch = newHedgeWatch(cfg.HedgeDelay)
+	c.fallbacks.slots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
+	c.fallbacks.wait, c.fallbacks.metrics, c.fallbacks.log = cfg.FallbackWait, &c.metrics, c.log
+	c.hedges = hedger{budget: newHedgeBudget(cfg.MaxHedgePercent), watch: newHedgeWatch(cfg.HedgeDelay)}
 	c.probe = func(ctx context.Context, n *node) *nodeStatus { return n.probe(ctx) }
 	c.picker = cmp.Or(cfg.Picker, newPicker(cfg.Policy))
 	for i, h := range cfg.Hosts {
@@ -176,7 +169,7 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 			c.wg.Add(1)
 			go func() {
 				defer c.wg.Done()
-				c.hedgeWatch.run(mctx, c)
+				c.hedges.watch.run(mctx, c)
 			}()
 		}
 	})
@@ -259,24 +252,6 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 	}
 }
 
-// markStart raises the process watermarks, once per connector, to the
-// primary's position at its first answer: a process never reads older
-// than the database was when it started. The previous process (a
-// migration run, the instance a deploy replaces) may have committed a
-// moment ago, and a replica behind that would show a database that never
-// existed for anyone who came after. It runs before the topology that
-// lets statements through is published (monitor.loop), so the first read
-// already needs it; reads that accept staleness do not look at the marks.
-func (c *Connector) markStart(st *nodeStatus) {
-	if st.sysid == 0 || !c.startMarked.CompareAndSwap(false, true) {
-		return
-	}
-	m := c.marksFor(st.sysid)
-	l := uint64(reachableLSN(st.lsn))
-	atomicMax(&m.all, l)
-	atomicMax(&m.shared, l)
-}
-
 // publish installs a new topology and logs role-level changes.
 func (c *Connector) publish(t *topology) {
 	t.marks = c.marksFor(t.sysid)
@@ -304,7 +279,7 @@ func (c *Connector) Close() error {
 			c.cancel()
 		}
 		c.wg.Wait()
-		c.closeCaptureConn()
+		c.capture.closeConn()
 		taken := 0
 		for _, n := range c.nodes {
 			taken += n.pool.close()

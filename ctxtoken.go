@@ -6,6 +6,9 @@ import (
 	"time"
 )
 
+// Requirements in context: the With* functions store what a statement
+// needs to see in its context; requirementFrom reads it back for decide.
+
 // requirementKey is the one context key under which every With* function
 // stores the current *requirement.
 type requirementKey struct{}

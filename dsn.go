@@ -11,6 +11,10 @@ import (
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
+// The DSN form of Config: ParseDSN, its pgreplica_* options and the DSN
+// of each host handed to the inner driver (hostDSN). The libpq syntax
+// itself is internal/libpqdsn's.
+
 // ParseDSN parses a data source name in either of libpq's two forms and
 // returns the Config it describes.
 //

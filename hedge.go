@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/puddle/v2"
-
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -26,6 +24,15 @@ import (
 // errHedgeLost ends the connection of the attempt that lost the race: its
 // socket was closed, or its answer was not wanted.
 var errHedgeLost = errors.New("pgreplica: another attempt of this read answered first")
+
+// hedger is the connector's part that hedges reads: the budget that
+// bounds them and the watch that sends them (hedgewatch.go). It sits in
+// the connector's hot lines: a replica read that may be hedged reads
+// watch.
+type hedger struct {
+	budget *hedgeBudget
+	watch  *hedgeWatch
+}
 
 // hedgeBurst is how many hedges may go out at once after a calm period:
 // a replica that freezes has a handful of reads in flight on it.
@@ -191,7 +198,7 @@ func (p *physical) slot(w *hedgeWatch) *hedgeSlot {
 // of the attempt that answered first (for the pgx handle's operation, the
 // operation holds the results: a hedge's copy that won hands them over).
 func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
-	s := first.p.slot(c.hedgeWatch)
+	s := first.p.slot(c.hedges.watch)
 	if s.busy.Load() {
 		// The last hedge from this connection is still to come, runs or
 		// cleans up.
@@ -274,7 +281,7 @@ func (s *hedgeSlot) launch() {
 	}
 	c, ctx, w := s.c, s.ctx, s.work
 	n := s.pick()
-	if n == nil || !c.hedges.take(c.metrics.replicaReads.Load()) {
+	if n == nil || !c.hedges.budget.take(c.metrics.replicaReads.Load()) {
 		if n != nil {
 			c.metrics.hedgesDenied.Add(1)
 		}
@@ -374,23 +381,4 @@ func (s *hedgeSlot) pick() *node {
 		return nil
 	}
 	return pl.topo.nodes[s.c.choose(pl.topo, set)].n
-}
-
-// acquireReplica borrows a connection to replica n. When another replica
-// could serve the read and n has no idle connection, it waits no longer
-// than n's hedge delay for a new one: a frozen server accepts the TCP
-// connection and never answers its startup, and the read would wait for
-// it until its deadline. The dial goes on in the pool's background. The
-// health check of an idle connection gets no longer either.
-func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
-	if !others || c.settings.hedgeDelay <= 0 {
-		return n.pool.acquire(ctx)
-	}
-	delay := n.answers.hedgeDelay(c.settings.hedgeDelay)
-	if res, ok := n.pool.tryAcquire(ctx, delay); ok {
-		return res, nil
-	}
-	actx, cancel := context.WithTimeout(ctx, delay)
-	defer cancel()
-	return n.pool.acquire(actx)
 }

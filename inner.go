@@ -5,69 +5,12 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"net"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/lib/pq"
-	"github.com/pgreplica/pgreplica/internal/libpqdsn"
-	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
 
-// innerConnector returns the inner driver's connector for one host.
-func innerConnector(cfg *Config, h Host) (driver.Connector, error) {
-	dsn := cfg.hostDSN(h)
-	switch cfg.Driver {
-	case DriverPq:
-		c, err := pq.NewConnector(dsn)
-		if err != nil {
-			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), libpqdsn.Redact(err.Error(), cfg.Password))
-		}
-		c.Dialer(socketDialer{}) // lib/pq's default dialer, plus noteSocket
-		return c, nil
-	default:
-		pc, err := pgx.ParseConfig(dsn)
-		if err != nil {
-			return nil, fmt.Errorf("%w: host %s: %v", ErrBadDSN, hostName(h), libpqdsn.Redact(err.Error(), cfg.Password))
-		}
-		dial := pc.DialFunc
-		pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			if err == nil {
-				noteSocket(ctx, c)
-			}
-			return c, err
-		}
-		return stdlib.GetConnector(*pc), nil
-	}
-}
-
-// socketDialer is lib/pq's default dialer (a zero net.Dialer) that records
-// what it dials for the connection being made (see hostPool.close).
-type socketDialer struct{ d net.Dialer }
-
-func (s socketDialer) Dial(network, address string) (net.Conn, error) {
-	return s.DialContext(context.Background(), network, address)
-}
-
-func (s socketDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return s.DialContext(ctx, network, address)
-}
-
-func (s socketDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	c, err := s.d.DialContext(ctx, network, address)
-	if err == nil {
-		noteSocket(ctx, c)
-	}
-	return c, err
-}
-
-func hostName(h Host) string {
-	return net.JoinHostPort(h.Addr, fmt.Sprint(h.Port))
-}
+// Statements on an inner connection through database/sql/driver's
+// interfaces, which every inner driver implements: exec, query and
+// prepare by the fastest one it offers, the conversion of arguments
+// database/sql would have done, and the positions the router reads.
 
 // execInner runs a statement through the inner driver's fastest interface.
 func execInner(ctx context.Context, c driver.Conn, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -193,85 +136,4 @@ func lsnSQL(async bool) string {
 		return insertLSNSQL
 	}
 	return flushLSNSQL
-}
-
-// wire is what the router needs from an inner connection beyond
-// database/sql's interfaces: the only place that knows which inner driver
-// it talks to (wire_pgx.go for pgx; genericWire for lib/pq and any other).
-type wire interface {
-	// describe asks the server to describe query (for Prepare) and
-	// returns its parameter count, leaving nothing prepared.
-	describe(ctx context.Context, p *physical, query string) (int, error)
-	// badConnMaySend reports whether the driver returns ErrBadConn also
-	// for a connection that broke after a statement was sent (lib/pq
-	// does), so that ErrBadConn does not prove the write was not sent.
-	badConnMaySend() bool
-	// live reports whether the idle connection p can take a statement, as
-	// far as can be told without a round trip: the server has not closed
-	// it or sent it a termination. The pool asks before lending p, so that
-	// a write is not sent on a connection that died while idle (its error
-	// would leave the write's outcome unknown).
-	live(p *physical) bool
-	// backendPID is the process id the server reported at start-up
-	// (BackendKeyData), 0 when the driver does not say: a pooler reports
-	// its own (server.go).
-	backendPID() uint32
-	// beginChecked begins a read-only transaction on p and reads the
-	// replay position in it, so that what runs next in that transaction
-	// runs on the server that answered (pooledcheck.go).
-	beginChecked(ctx context.Context, p *physical) (LSN, error)
-}
-
-// genericWire assumes the worst of ErrBadConn.
-type genericWire struct{}
-
-func (genericWire) badConnMaySend() bool { return true }
-
-// backendPID is not known: lib/pq keeps it to itself.
-func (genericWire) backendPID() uint32 { return 0 }
-
-// beginChecked costs two round trips: BEGIN, then the check.
-func (genericWire) beginChecked(ctx context.Context, p *physical) (LSN, error) {
-	if _, err := execInner(ctx, p.conn, "BEGIN READ ONLY", nil); err != nil {
-		return 0, err
-	}
-	return queryLSN(ctx, p.conn, replaySQL)
-}
-
-// live looks at the socket only: lib/pq cannot hand over a message that
-// arrived on an idle connection, and on one that is almost always the
-// backend's FATAL termination, so pending bytes count as dead too (at
-// worst a connection is replaced). Without a socket (a test double), the
-// connection is taken as it is.
-func (genericWire) live(p *physical) bool {
-	switch p.socks.peek() {
-	case sockpeek.Closed, sockpeek.Pending:
-		return false
-	}
-	return true
-}
-
-// describe prepares and closes the inner driver's own statement: for
-// lib/pq the round trip its Close would cost later anyway, and lib/pq's
-// own errors (a CopyIn outside a transaction).
-func (genericWire) describe(ctx context.Context, p *physical, query string) (int, error) {
-	st, err := prepareInner(ctx, p.conn, query)
-	if err != nil {
-		return 0, err
-	}
-	n := st.NumInput()
-	return n, st.Close()
-}
-
-// newWire returns the wire for an inner connection: the only place that
-// looks at the inner connection's type.
-func newWire(c driver.Conn) wire {
-	if sc, ok := c.(*stdlib.Conn); ok {
-		pc := sc.Conn()
-		return &pgxWire{conn: pc, mode: pc.Config().DefaultQueryExecMode}
-	}
-	if isPqConn(c) {
-		return newPqWire(c)
-	}
-	return genericWire{}
 }

@@ -37,3 +37,36 @@ func TestHotFieldsLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectorPartsLayout pins how the connector's named parts sit
+// around its hot lines: the parts in them keep the size those lines were
+// counted with (a field added to the hedger would push the counters
+// out), and the parts that serve only some statements (the fallback gate,
+// the capturer) come after the counters, never between hot fields.
+func TestConnectorPartsLayout(t *testing.T) {
+	var c Connector
+	word := unsafe.Sizeof(uintptr(0))
+	for _, tc := range []struct {
+		what       string
+		size, want uintptr
+	}{
+		{"hedger", unsafe.Sizeof(c.hedges), 2 * word},
+		{"statementSet", unsafe.Sizeof(c.refused), 16},
+	} {
+		if tc.size != tc.want {
+			t.Errorf("%s takes %d bytes of the connector's hot lines, want %d", tc.what, tc.size, tc.want)
+		}
+	}
+	counters := unsafe.Offsetof(c.metrics) + unsafe.Sizeof(c.metrics)
+	for _, tc := range []struct {
+		what string
+		off  uintptr
+	}{
+		{"fallbackGate", unsafe.Offsetof(c.fallbacks)},
+		{"capturer", unsafe.Offsetof(c.capture)},
+	} {
+		if tc.off < counters {
+			t.Errorf("%s starts at byte %d, before the end of the counters (byte %d): keep it out of the hot lines", tc.what, tc.off, counters)
+		}
+	}
+}

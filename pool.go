@@ -5,84 +5,14 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/puddle/v2"
-	"github.com/pgreplica/pgreplica/internal/sockpeek"
+
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
-	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
-
-// physical is one server connection of the inner driver. What every
-// borrow reads and writes comes first, in one cache line.
-type physical struct {
-	conn driver.Conn
-	node *node
-	// owner says who holds the connection: the pool (ownerPool), a
-	// borrower (ownerBorrower, set by acquire), or, once Close took it from
-	// a borrower that never gave it back, nobody (ownerOrphan). res is the
-	// resource a borrower holds, for Close.
-	owner atomic.Int32
-	res   *puddle.Resource[*physical]
-	// created and returned are when it was made and last given back, and
-	// lent when it was last lent (the lease's start): a borrow checks its
-	// age and idle time, and starts its lease, with one clock read.
-	created, returned, lent mono
-	// valid is conn as a driver.Validator, if it is one (asserted once:
-	// every borrow and return asks it).
-	valid driver.Validator
-
-	// dirty is set when a statement changed session state (SET, temp
-	// tables, LISTEN, ...): the connection is closed rather than reused.
-	dirty bool
-	// asyncCommit is set once this session may commit asynchronously
-	// (synchronous_commit changed), which changes how a write's LSN is read.
-	asyncCommit bool
-	// idle: counted in its pool's idle (given back, not lent since).
-	idle bool
-	// hedge is the connection's hedging state, once a read used it
-	// (atomic: the connector's hedgeWatch looks at it).
-	hedge atomic.Pointer[hedgeSlot]
-	// wire is what the router needs beyond database/sql's interfaces.
-	wire wire
-	// srv is the server the connection reached (server.go).
-	srv *server
-	// stmts are the inner statements kept prepared on it (keptstmts.go).
-	stmts keptStmts
-	// pgx records the connection's borrow by the pgx-native handle
-	// (pgxroute.go), reused from one borrow to the next.
-	pgx pgxLease
-
-	// socks are the sockets the inner driver dialed for this connection.
-	socks *sockets
-	// closeOnce closes conn once: the destructor and a borrower that comes
-	// back after Close may both try.
-	closeOnce sync.Once
-}
-
-const (
-	ownerPool int32 = iota
-	ownerBorrower
-	ownerOrphan
-)
-
-// closeConn closes the inner driver's connection (once).
-func (p *physical) closeConn() {
-	p.closeOnce.Do(func() { p.conn.Close() })
-}
-
-// note records what a statement about to run does to the session of p.
-func (p *physical) note(cls stmtclass.Class) {
-	if cls.SessionState {
-		p.dirty = true
-	}
-	if cls.AsyncCommit {
-		p.asyncCommit = true
-	}
-}
 
 // hostPool is the bounded pool of physical connections to one host.
 // puddle (the pool under pgxpool) does the bookkeeping; this type adds the
@@ -398,58 +328,4 @@ func (hp *hostPool) destroy(p *physical) {
 		return
 	}
 	p.closeConn()
-}
-
-// sockets collects the network connections an inner driver dials while
-// connecting one physical connection. pgx and lib/pq dial through a
-// function pgreplica supplies (see innerConnector), which finds the
-// collection in the connect context (socketsKey).
-type sockets struct {
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-type socketsKey struct{}
-
-// noteSocket records c in the collection ctx carries, if any (a cancel
-// request dialed with a statement's context carries none).
-func noteSocket(ctx context.Context, c net.Conn) {
-	if s, ok := ctx.Value(socketsKey{}).(*sockets); ok {
-		s.mu.Lock()
-		s.conns = append(s.conns, c)
-		s.mu.Unlock()
-	}
-}
-
-// peek looks at the connection's socket without consuming anything (see
-// sockpeek). The last socket dialed is the connection's: an inner driver
-// that falls back (sslmode=prefer) dials again after closing the first.
-func (s *sockets) peek() sockpeek.State {
-	s.mu.Lock()
-	var c net.Conn
-	if n := len(s.conns); n > 0 {
-		c = s.conns[n-1]
-	}
-	s.mu.Unlock()
-	if c == nil {
-		return sockpeek.Unknown
-	}
-	return sockpeek.Peek(c)
-}
-
-// reset forgets the sockets of a connection that is gone.
-func (s *sockets) reset() {
-	s.mu.Lock()
-	s.conns = nil
-	s.mu.Unlock()
-}
-
-// close closes the sockets and reports whether there were any.
-func (s *sockets) close() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.conns {
-		c.Close()
-	}
-	return len(s.conns) > 0
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/DATA-DOG/go-sqlmock"
-	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
 
 // TestOneConnectionForOneRead: a read on a replica whose pool holds no
@@ -28,13 +27,5 @@ func TestOneConnectionForOneRead(t *testing.T) {
 	}
 	if got := n.pool.idle.Load(); got != 1 {
 		t.Errorf("replica %d counts %d idle connections, want 1", v, got)
-	}
-}
-
-// TestPeekWithoutSocket: a connection with no socket recorded (a test
-// double's) is taken as it is.
-func TestPeekWithoutSocket(t *testing.T) {
-	if got := (&sockets{}).peek(); got != sockpeek.Unknown {
-		t.Fatalf("no socket: %v, want Unknown", got)
 	}
 }

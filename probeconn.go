@@ -8,7 +8,7 @@ import (
 )
 
 // The probe connection is shared: the monitor's loop holds it for each
-// probe, and a capture of the primary's position (watermark.go) borrows
+// probe, and a capture of the primary's position (capture.go) borrows
 // it between probes instead of keeping a connection of its own. A
 // process then holds one connection on each server beyond what its pools
 // need, whatever it writes.

@@ -2,51 +2,10 @@ package pgreplica
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
 )
-
-// TestReadOnlyTxFallbackTakesASlotAndCounts: a read-only transaction that
-// falls back to the primary is a fallback read like any other: it holds
-// one of the MaxPrimaryFallbacks slots for its whole life and is counted.
-func TestReadOnlyTxFallbackTakesASlotAndCounts(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.MaxPrimaryFallbacks = 1 })
-	// A write the replica (known at 0/100) has not replayed.
-	mc.mocks[0].ExpectExec("UPDATE t SET x = 1").WillReturnResult(sqlmock.NewResult(0, 1))
-	mc.expectLSNCapture(0, "0/900")
-	if _, err := mc.db.Exec("UPDATE t SET x = 1"); err != nil {
-		t.Fatal(err)
-	}
-	mc.settle()
-	mc.mocks[1].MatchExpectationsInOrder(false)
-	for range 100 {
-		mc.mocks[1].ExpectQuery(replaySQL).WillReturnRows(sqlmock.NewRows([]string{"lsn"}).AddRow("0/100"))
-	}
-	mc.mocks[1] = &lenientMock{mc.mocks[1]}
-
-	mc.mocks[0].ExpectBegin()
-	tx, err := mc.db.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := mc.c.Stats().FallbackReads; got != 1 {
-		t.Errorf("FallbackReads %d after a read-only transaction fell back, want 1", got)
-	}
-	// The transaction holds the only slot: another fallback is refused.
-	_, err = mc.db.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
-	if !errors.Is(err, ErrFallbackLimit) {
-		t.Fatalf("second fallback while the first transaction runs: %v, want ErrFallbackLimit", err)
-	}
-	mc.mocks[0].ExpectRollback()
-	mc.mocks[0] = &lenientMock{mc.mocks[0]}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestSessionReadsStayOnTheirReplica: a session's reads keep to the
 // replica of its last read (affinity), where replay only moves forward,
@@ -82,89 +41,6 @@ func TestSessionReadsStayOnTheirReplica(t *testing.T) {
 	}
 	if len(seen) != 2 {
 		t.Errorf("reads without a session went to %v, want both replicas", seen)
-	}
-}
-
-// TestFutileWaitPrediction: a wait no replica is predicted to end before
-// the deadline is not started; without a prediction the read waits.
-func TestFutileWaitPrediction(t *testing.T) {
-	now := time.Now()
-	budget := 150 * time.Millisecond
-	cases := []struct {
-		name         string
-		delay        time.Duration
-		rate         float64
-		paused       bool
-		backlog      bool          // WAL received and not replayed at the last probe
-		sampled      time.Duration // how long ago the replica was probed
-		smallBacklog bool          // the backlog is 352 bytes
-		need         LSN
-		passedAt     time.Duration // how long ago the primary passed need (0: not yet sampled)
-		futile       bool
-	}{
-		{name: "apply delay beyond the budget", delay: 300 * time.Millisecond, need: 5000, futile: true},
-		{name: "apply delay within the budget", delay: 100 * time.Millisecond, need: 5000},
-		{name: "apply delay long since served", delay: 300 * time.Millisecond, need: 1500, passedAt: time.Second},
-		{name: "idle replica: no rate, no prediction", need: 5000},
-		{name: "far behind at its replay rate", rate: 1 << 20, backlog: true, need: 10 << 20, futile: true},
-		{name: "a little behind at its replay rate", rate: 1 << 20, backlog: true, need: 2000},
-		{name: "far behind at its replay rate when probed long enough ago to have caught up", rate: 1 << 20, backlog: true, sampled: 20 * time.Second, need: 10 << 20},
-		{name: "a few records in flight are no backlog, whatever the rate", rate: 1000, backlog: true, smallBacklog: true, need: 5000},
-		{name: "a slow rate without a backlog is the primary's, not the replica's", rate: 100, need: 5000},
-		{name: "paused: cannot serve it until a probe shows it resumed", paused: true, need: 5000, futile: true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := &Connector{}
-			c.primaryLSNs.add(now.Add(-2*time.Second), 1000)
-			c.primaryLSNs.add(now.Add(-tc.passedAt), 2000)
-			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
-			st := &top.nodes[1].status
-			st.applyDelay, st.replayRate, st.paused = tc.delay, tc.rate, tc.paused
-			st.lsn, st.at = 1000, now.Add(-tc.sampled)
-			if tc.backlog {
-				st.receive = 20 << 20
-			}
-			if tc.smallBacklog {
-				st.receive = st.lsn + 352
-			}
-			pl := plan{topo: top, need: tc.need, deadline: now.Add(budget)}
-			if got, _ := c.futile(context.Background(), &pl); got != tc.futile {
-				t.Errorf("futile = %v, want %v", got, tc.futile)
-			}
-		})
-	}
-}
-
-// TestFutileWithAPausedReplica: a paused replica proves nothing about the
-// others: the wait is predicted from them (issue: one replica paused, the
-// other 200 ms behind, made every read after a write wait its budget).
-func TestFutileWithAPausedReplica(t *testing.T) {
-	now := time.Now()
-	for _, tc := range []struct {
-		name   string
-		delay  time.Duration // of the replica that is not paused
-		futile bool
-	}{
-		{"the other applies 200 ms late, beyond the budget", 200 * time.Millisecond, true},
-		{"the other applies within the budget", 50 * time.Millisecond, false},
-		{"the other is an endpoint: its probe's delay is one server's", -1, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := &Connector{}
-			c.primaryLSNs.add(now, 2000)
-			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
-			top.nodes[1].status.paused = true
-			top.nodes[2].status.applyDelay = tc.delay
-			if tc.delay < 0 {
-				top.nodes[2].status.applyDelay = time.Hour
-				top.nodes[2].n.endpoint.Store(true)
-			}
-			pl := plan{topo: top, need: 2000, deadline: now.Add(150 * time.Millisecond)}
-			if got, _ := c.futile(context.Background(), &pl); got != tc.futile {
-				t.Errorf("futile = %v, want %v", got, tc.futile)
-			}
-		})
 	}
 }
 

@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// Tokens: the positions a Session carries from one process to another
+// (Position, Token) and their signed text form (TokenCodec, ParseToken).
+
 // MaxClusters bounds the clusters a Session tracks and a Token carries, one
 // position each (plus one position whose cluster is not known). Eight is far
 // more than the databases an application usually talks to with one session

@@ -1,8 +1,6 @@
 package pgreplica
 
 import (
-	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +15,9 @@ import (
 // guarantee itself is process-wide. (Clusters cloned from one another
 // share a system identifier; their watermarks merge, which is safe: reads
 // may wait or fall back more.)
-var processWatermarks sync.Map // system identifier → *clusterMarks
+var processWatermarks sync.Map
+
+// system identifier → *clusterMarks
 
 // clusterMarks are a cluster's process watermarks and the deferred reading
 // of write positions.
@@ -103,6 +103,24 @@ func (c *Connector) marksFor(sysid uint64) *clusterMarks {
 	return m.marks
 }
 
+// markStart raises the process watermarks, once per connector, to the
+// primary's position at its first answer: a process never reads older
+// than the database was when it started. The previous process (a
+// migration run, the instance a deploy replaces) may have committed a
+// moment ago, and a replica behind that would show a database that never
+// existed for anyone who came after. It runs before the topology that
+// lets statements through is published (monitor.loop), so the first read
+// already needs it; reads that accept staleness do not look at the marks.
+func (c *Connector) markStart(st *nodeStatus) {
+	if st.sysid == 0 || !c.startMarked.CompareAndSwap(false, true) {
+		return
+	}
+	m := c.marksFor(st.sysid)
+	l := uint64(reachableLSN(st.lsn))
+	atomicMax(&m.all, l)
+	atomicMax(&m.shared, l)
+}
+
 // processLSNs are a cluster's watermarks as plain values, for decide: the
 // positions known and whether writes are still pending.
 type processLSNs struct {
@@ -147,58 +165,6 @@ func (m *clusterMarks) issue(write, shared, async bool) uint64 {
 	return t
 }
 
-// needsInsertLSN reports whether a capture covering the tickets after
-// covered must read the insert position (see asyncIssued).
-func (m *clusterMarks) needsInsertLSN() bool {
-	return m.asyncIssued.Load() > m.covered.Load()
-}
-
-// resolve returns once ticket is covered: it joins the running capture if
-// that covers it, or runs one on c. Concurrent callers share captures.
-func (m *clusterMarks) resolve(ctx context.Context, c *Connector, ticket uint64) error {
-	for m.covered.Load() < ticket {
-		m.mu.Lock()
-		if m.covered.Load() >= ticket {
-			m.mu.Unlock()
-			return nil
-		}
-		if m.running {
-			done := m.done
-			m.mu.Unlock()
-			select {
-			case <-done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			continue // covered now, or the next capture is ours to run
-		}
-		m.running, m.done = true, make(chan struct{})
-		m.start = m.issued.Load()
-		prev := m.covered.Load()
-		m.mu.Unlock()
-
-		lsn, err := c.readPrimaryLSN(ctx, m.needsInsertLSN())
-
-		m.mu.Lock()
-		if err == nil {
-			lsn = reachableLSN(lsn)
-			atomicMax(&m.all, uint64(lsn))
-			if m.sharedIssued.Load() > prev {
-				atomicMax(&m.shared, uint64(lsn))
-			}
-			atomicMax(&m.covered, m.start)
-			c.metrics.lsnCaptures.Add(1)
-		}
-		m.running = false
-		close(m.done)
-		m.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // cover records that every ticket up to ticket is covered by lsn, a
 // position of the primary read after they were issued (a monitor probe).
 func (m *clusterMarks) cover(ticket uint64, lsn LSN) {
@@ -211,104 +177,6 @@ func (m *clusterMarks) cover(ticket uint64, lsn LSN) {
 		atomicMax(&m.shared, uint64(lsn))
 	}
 	atomicMax(&m.covered, ticket)
-}
-
-// readPrimaryLSN reads the primary's flush position (the insert position
-// when a commit may have been asynchronous) on the primary's probe
-// connection (probeconn.go): captures never wait for a pooled connection
-// behind the statements they serve, nor take one from them, and cost the
-// primary no connection of their own. Only while there is no probe
-// connection (before the first probe, after a failed one) does a capture
-// open a connection, for itself and for that once.
-func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
-	t := c.topo.Load()
-	pv := t.primaryNode()
-	if pv == nil {
-		return 0, t.writeErr
-	}
-	lsn, at, err := pv.n.queryLSNOnProbeConn(ctx, lsnSQL(async), c.cfg.ProbeTimeout)
-	if err == nil && !async {
-		// The flush position, as a probe reads it: a sample of the lag
-		// tracker (the probe it may stand in for would have added one).
-		c.primaryLSNs.add(at, lsn)
-	}
-	if !errors.Is(err, errNoProbeConn) {
-		return lsn, err
-	}
-	c.captureConnMu.Lock()
-	defer c.captureConnMu.Unlock()
-	if c.captureClosed {
-		return 0, ErrClosed
-	}
-	cctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
-	conn, err := pv.n.inner.Connect(cctx)
-	cancel()
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	return queryLSN(ctx, conn, lsnSQL(async))
-}
-
-// closeCaptureConn stops captures from opening connections (Close), once
-// one under way has ended.
-func (c *Connector) closeCaptureConn() {
-	c.captureConnMu.Lock()
-	defer c.captureConnMu.Unlock()
-	c.captureClosed = true
-}
-
-// captureDelay is how long after a write the background capture starts:
-// long enough that one statement covers the writes of many concurrent
-// writers (measured: 1.02 statements per write at 16 writers, 1.05 at
-// one; 2 ms gave 1.04 and 1.12 and cost the primary more CPU), short
-// enough that a read a few milliseconds later finds the position known;
-// a read sooner than that could not find the write on a replica anyway.
-const captureDelay = 5 * time.Millisecond
-
-// captureSoon schedules a background capture of m's pending tickets,
-// unless one is scheduled already.
-func (c *Connector) captureSoon(m *clusterMarks) {
-	if !c.captureScheduled.CompareAndSwap(false, true) {
-		return
-	}
-	c.captureMu.Lock()
-	defer c.captureMu.Unlock()
-	if c.closed.Load() {
-		return
-	}
-	c.wg.Add(1) // Close waits for a capture that started
-	c.captureTimer = time.AfterFunc(captureDelay, func() {
-		defer c.wg.Done()
-		c.captureScheduled.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ConnectTimeout)
-		defer cancel()
-		if err := m.resolve(ctx, c, m.issued.Load()); err != nil && !c.closed.Load() {
-			c.log.Debug("pgreplica: background capture of write positions", "err", err)
-		}
-	})
-}
-
-// flushCaptures reads the positions still pending now, running a
-// scheduled background capture at once (Close calls it after marking the
-// connector closed, so none is scheduled after it): the writes of a
-// closing connector keep their positions for the rest of the process,
-// whose other connectors may not reach this primary.
-func (c *Connector) flushCaptures() {
-	c.captureMu.Lock()
-	stopped := c.captureTimer != nil && c.captureTimer.Stop()
-	c.captureMu.Unlock()
-	if stopped {
-		defer c.wg.Done()
-		c.captureScheduled.Store(false)
-	}
-	m := c.marksFor(c.topo.Load().sysid)
-	if m.covered.Load() >= m.writeIssued.Load() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.ConnectTimeout, time.Second))
-	defer cancel()
-	m.resolve(ctx, c, m.issued.Load())
 }
 
 // atomicMax raises a to v if v is higher and reports whether it did.

@@ -4,11 +4,37 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"net"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
+
+// pgx: its connector (pgx's stdlib, dialing through pgx's own function
+// plus noteSocket) and its wire, which reaches the protocol underneath
+// database/sql. Its reads that carry their check in their own flight are
+// in flightread.go.
+
+// pgxConnector is pgx's connector for host h, dialing through pgx's own
+// dial function plus noteSocket.
+func pgxConnector(cfg *Config, h Host, dsn string) (driver.Connector, error) {
+	pc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, badDSN(cfg, h, err)
+	}
+	dial := pc.DialFunc
+	pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err == nil {
+			noteSocket(ctx, c)
+		}
+		return c, err
+	}
+	return stdlib.GetConnector(*pc), nil
+}
 
 // pgxWire is the wire of a pgx stdlib connection: it reaches the protocol
 // underneath database/sql.

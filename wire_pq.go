@@ -1,9 +1,94 @@
 package pgreplica
 
 import (
+	"context"
 	"database/sql/driver"
+	"net"
 	"reflect"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
+
+// lib/pq: its connector, which dials through socketDialer; its wire
+// (genericWire, and pqWire for its process id); and the deadline watch
+// its statements need (deadlineWatch).
+
+// pqConnector is lib/pq's connector for host h.
+func pqConnector(cfg *Config, h Host, dsn string) (driver.Connector, error) {
+	c, err := pq.NewConnector(dsn)
+	if err != nil {
+		return nil, badDSN(cfg, h, err)
+	}
+	c.Dialer(socketDialer{}) // lib/pq's default dialer, plus noteSocket
+	return c, nil
+}
+
+// socketDialer is lib/pq's default dialer (a zero net.Dialer) that records
+// what it dials for the connection being made (see hostPool.close).
+type socketDialer struct{ d net.Dialer }
+
+func (s socketDialer) Dial(network, address string) (net.Conn, error) {
+	return s.DialContext(context.Background(), network, address)
+}
+
+func (s socketDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.DialContext(ctx, network, address)
+}
+
+func (s socketDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := s.d.DialContext(ctx, network, address)
+	if err == nil {
+		noteSocket(ctx, c)
+	}
+	return c, err
+}
+
+// genericWire assumes the worst of ErrBadConn.
+type genericWire struct{}
+
+func (genericWire) badConnMaySend() bool { return true }
+
+// backendPID is not known: lib/pq keeps it to itself.
+func (genericWire) backendPID() uint32 { return 0 }
+
+// beginChecked costs two round trips: BEGIN, then the check.
+func (genericWire) beginChecked(ctx context.Context, p *physical) (LSN, error) {
+	if _, err := execInner(ctx, p.conn, "BEGIN READ ONLY", nil); err != nil {
+		return 0, err
+	}
+	return queryLSN(ctx, p.conn, replaySQL)
+}
+
+// live looks at the socket only: lib/pq cannot hand over a message that
+// arrived on an idle connection, and on one that is almost always the
+// backend's FATAL termination, so pending bytes count as dead too (at
+// worst a connection is replaced). Without a socket (a test double), the
+// connection is taken as it is.
+func (genericWire) live(p *physical) bool {
+	switch p.socks.peek() {
+	case sockpeek.Closed, sockpeek.Pending:
+		return false
+	}
+	return true
+}
+
+// describe prepares and closes the inner driver's own statement: for
+// lib/pq the round trip its Close would cost later anyway, and lib/pq's
+// own errors (a CopyIn outside a transaction).
+func (genericWire) describe(ctx context.Context, p *physical, query string) (int, error) {
+	st, err := prepareInner(ctx, p.conn, query)
+	if err != nil {
+		return 0, err
+	}
+	n := st.NumInput()
+	return n, st.Close()
+}
 
 // pqWire is the wire of a lib/pq connection: genericWire, plus the
 // process id of its start-up message, which lib/pq keeps for cancel
@@ -30,3 +115,60 @@ func newPqWire(c driver.Conn) *pqWire {
 }
 
 func (w *pqWire) backendPID() uint32 { return w.pid }
+
+// deadlineWatch makes a statement on lib/pq give up once its context has
+// ended. lib/pq cancels a statement by a cancel request that the server
+// must read: a server that stopped answering (SIGSTOP, a hung VM, a
+// stalled disk) never does, and lib/pq waits in its read forever, past
+// any deadline. pgx sets deadlines on the socket itself and needs no
+// watch. Once the context has ended and lib/pq has had grace to cancel
+// the statement the usual way, the watch closes the connection's socket:
+// the statement fails (a write's outcome is then unknown, as it is) and
+// the connection is dropped.
+type deadlineWatch struct {
+	mu    sync.Mutex
+	ended bool
+	timer *time.Timer
+	stop  func() bool
+}
+
+// watchDeadline arms a watch over a statement on p for ctx; nil when ctx
+// never ends.
+func watchDeadline(ctx context.Context, p *physical, grace time.Duration) *deadlineWatch {
+	if ctx.Done() == nil {
+		return nil
+	}
+	w := &deadlineWatch{}
+	w.stop = context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.ended {
+			w.timer = time.AfterFunc(grace, func() { p.socks.close() })
+		}
+	})
+	return w
+}
+
+// end disarms the watch: the statement is over. It is idempotent and safe
+// on a nil watch.
+func (w *deadlineWatch) end() {
+	if w == nil {
+		return
+	}
+	w.stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// watchStatement arms lib/pq's deadline watch over the statement route
+// runs on l: it and its rows end with the lease (route serves statements
+// outside transactions and pinned connections). pgx needs none.
+func (c *Connector) watchStatement(ctx context.Context, l *lease) {
+	if c.pq {
+		l.watch = watchDeadline(ctx, l.p, c.cfg.ProbeTimeout)
+	}
+}
