@@ -10,12 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
-// A read through database/sql whose replica is not known to have its
-// position carries the replay check in its own flight, as the pgx-native
-// handle's reads do, when the inner driver is pgx: one pipeline of the
-// check and the query under one Sync. So the read costs the round trip it
+// Reads with their replay check in their own flight, for both front
+// doors (guardedRead): a read whose replica is not known to have its
+// position sends the check and the query as one pipeline under one Sync
+// when the inner driver is pgx (the pgx-native handle's operations do
+// this themselves; a database/sql query does it here, flightQuery). So the read costs the round trip it
 // costs pgx's stdlib, and both run in one implicit transaction on one
 // backend, which no proxy or transaction pooler splits (the check then
 // proves the very server that answers). When the replica turns out
@@ -37,6 +39,96 @@ type flightQuery struct {
 	query string
 	args  []driver.NamedValue
 	rows  *pgxRows
+}
+
+// guardedRead serves a read that needs a position no replica is known to
+// have (the monitor's last look is older than the write) in one round
+// trip: the query goes to a replica the lag bounds allow, in the same
+// flight as a check of its replay position (guarded). It is the handle's
+// way, as pgx can pipeline; the driver checks first (awaitReplica). ok is false when
+// that is not possible or the replica was behind: the caller then routes
+// as the driver does (wait for a replica, or fall back), having lost no
+// more than that one round trip.
+func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Class, query string,
+	guarded pgxroute.GuardedOp, fq *flightQuery) (l lease, ok bool, err error) {
+	if !pl.unproven() || pl.conflicted {
+		return lease{}, false, nil
+	}
+	if futile, _ := c.futile(ctx, pl); futile {
+		return lease{}, false, nil // route looks once, or falls back
+	}
+	l, need, ok := c.leaseUnproven(ctx, pl)
+	if !ok {
+		return lease{}, false, ctx.Err()
+	}
+	p := l.p
+	p.note(cls)
+	var replayed uint64
+	if fq != nil {
+		var r LSN
+		r, err = fq.run(p, need)
+		replayed = uint64(r)
+	} else {
+		replayed, err = guarded.RunGuarded(pgxConnOf(p), uint64(need))
+	}
+	if errors.Is(err, errNoFlight) {
+		l.release(nil)
+		return lease{}, false, nil
+	}
+	c.metrics.flightChecks.Add(1)
+	if replayed != 0 {
+		p.node.observeOn(p.srv, LSN(replayed))
+	}
+	switch {
+	case err == nil:
+		l.known = max(l.known, LSN(replayed))
+		if pl.tokened() {
+			c.metrics.tokenedReads.Add(1)
+			c.metrics.wait.observe(pl.waited())
+		}
+		l.observeAnswer()
+		c.noteServed(ctx, pl, &l)
+		return l, true, nil
+	case errors.Is(err, pgxroute.ErrBehind):
+		l.release(notIdle(p, nil))
+		return lease{}, false, nil
+	}
+	l.release(notIdle(p, err))
+	if c.retry(ctx, pl, &l, err, query) {
+		return lease{}, false, nil // route sends it where retry said
+	}
+	return lease{}, false, err
+}
+
+// leaseUnproven borrows a connection for a guarded read and says what its
+// guard must check. A session read stays on the replica of its last read
+// when it can, on a connection older than that read (see leaseAffine: it
+// then cannot see less than that read did); one that leaves it must also
+// reach what that read saw, when that bound is known, and otherwise
+// routes as the driver does. Any other read takes a replica the lag
+// bounds allow.
+func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN, ok bool) {
+	need = pl.need
+	if pl.prefer != nil {
+		if l, ok := c.leaseAffine(ctx, pl, false); ok {
+			return l, need, true
+		}
+		if !pl.lastReadBoundKnown {
+			return lease{}, 0, false
+		}
+		need = max(need, pl.lastReadBound)
+	}
+	set := pl.replicas(false)
+	if set == 0 {
+		return lease{}, 0, false
+	}
+	n := pl.topo.nodes[c.choose(pl.topo, set)].n
+	res, err := c.acquireReplica(ctx, n, set.len() > 1)
+	if err != nil {
+		pl.tried.add(n.idx)
+		return lease{}, 0, false
+	}
+	return c.newLease(res, true, false), max(need, c.needOn(pl, n)), true
 }
 
 // flightDescs bounds the statement descriptions a connection keeps for
@@ -167,37 +259,6 @@ func badConnIfUnsent(err error) error {
 	}
 	return err
 }
-
-// description returns what pgx's stdlib would know of query before
-// sending it: its description (asked once, then kept), or nil with
-// default_query_exec_mode=exec, where pgx sends without one.
-func (w *pgxWire) description(ctx context.Context, query string) (*pgconn.StatementDescription, error) {
-	if w.mode == pgx.QueryExecModeExec {
-		return nil, nil
-	}
-	if sd := w.descs[query]; sd != nil {
-		return sd, nil
-	}
-	sd, err := w.conn.PgConn().Prepare(ctx, "", query, nil)
-	if err != nil {
-		return nil, err
-	}
-	if w.descs == nil {
-		w.descs = make(map[string]*pgconn.StatementDescription)
-	}
-	if len(w.descs) >= flightDescs {
-		for k := range w.descs { // any one: they cost a round trip to learn again
-			delete(w.descs, k)
-			break
-		}
-	}
-	w.descs[query] = sd
-	return sd, nil
-}
-
-// forget drops a description that an error may have made stale (a table
-// altered since).
-func (w *pgxWire) forget(query string) { delete(w.descs, query) }
 
 // flightsFor reports whether reads through database/sql can carry their
 // check in their own flight on connections made from cfg: pgx, with a

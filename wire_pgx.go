@@ -95,3 +95,34 @@ func (w *pgxWire) live(p *physical) bool {
 	}
 	return true
 }
+
+// description returns what pgx's stdlib would know of query before
+// sending it: its description (asked once, then kept), or nil with
+// default_query_exec_mode=exec, where pgx sends without one.
+func (w *pgxWire) description(ctx context.Context, query string) (*pgconn.StatementDescription, error) {
+	if w.mode == pgx.QueryExecModeExec {
+		return nil, nil
+	}
+	if sd := w.descs[query]; sd != nil {
+		return sd, nil
+	}
+	sd, err := w.conn.PgConn().Prepare(ctx, "", query, nil)
+	if err != nil {
+		return nil, err
+	}
+	if w.descs == nil {
+		w.descs = make(map[string]*pgconn.StatementDescription)
+	}
+	if len(w.descs) >= flightDescs {
+		for k := range w.descs { // any one: they cost a round trip to learn again
+			delete(w.descs, k)
+			break
+		}
+	}
+	w.descs[query] = sd
+	return sd, nil
+}
+
+// forget drops a description that an error may have made stale (a table
+// altered since).
+func (w *pgxWire) forget(query string) { delete(w.descs, query) }
