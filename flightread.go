@@ -123,6 +123,25 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 		return lease{}, 0, false
 	}
 	n := pl.topo.nodes[c.choose(pl.topo, set)].n
+	pingLimit := n.pool.pingTimeout
+	if c.settings.hedgeDelay > 0 && set.len() > 1 {
+		pingLimit = n.answers.hedgeDelay(c.settings.hedgeDelay) // as acquireReplica
+	}
+	// An idle connection first, the chosen replica's or another's: a
+	// borrow that gives up on a connection being made leaves it to the
+	// pool (acquireReplica's bound), which under load filled every pool
+	// with connections no read needed. Only when no replica the read may
+	// use has one idle does it wait for one.
+	if res, ok := n.pool.tryAcquire(ctx, pingLimit); ok {
+		return c.newLease(res, true, false), max(need, c.needOn(pl, n)), true
+	}
+	for rest := set; rest != 0; rest &= rest - 1 {
+		if o := pl.topo.nodes[rest.nth(0)].n; o != n {
+			if res, ok := o.pool.tryAcquire(ctx, pingLimit); ok {
+				return c.newLease(res, true, false), max(need, c.needOn(pl, o)), true
+			}
+		}
+	}
 	res, err := c.acquireReplica(ctx, n, set.len() > 1)
 	if err != nil {
 		pl.tried.add(n.idx)
