@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration/itest"
 	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
 
@@ -72,17 +73,8 @@ func TestGuardedReadRoundTrips(t *testing.T) {
 		trips int // the inner driver's own for this read
 	}{{"pgx", 1}, {"pq", 2}} {
 		t.Run("database/sql "+drv.name, func(t *testing.T) {
-			cfg, err := pgreplica.ParseDSN(ep.clusterDSN() + "&pgreplica_driver=" + drv.name +
+			db, c := itest.Open(t, ep.clusterDSN()+"&pgreplica_driver="+drv.name+
 				"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s&application_name=pgreplica_guard")
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := pgreplica.NewConnector(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			db := sql.OpenDB(c)
-			t.Cleanup(func() { db.Close() })
 			checks := c.Stats().ReplayChecks
 			per, counted := guardedRoundTrips(t, ctx, sqlWrites{db, c}, proxies, func(ctx context.Context, id int64) (v string, err error) {
 				return v, db.QueryRowContext(ctx, sel, id).Scan(&v)

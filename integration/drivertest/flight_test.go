@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 // flightTypesSQL answers two rows of every type whose database/sql value
@@ -32,17 +33,8 @@ func TestFlightRowsMatchStdlib(t *testing.T) {
 	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx := ctxFor(t)
-			cfg, err := pgreplica.ParseDSN(cluster.DSN() + "&application_name=" + appName(t) +
-				"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s&default_query_exec_mode=" + mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := pgreplica.NewConnector(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			db := sql.OpenDB(c)
-			t.Cleanup(func() { db.Close() })
+			db, c := itest.Open(t, cluster.DSN()+"&application_name="+appName(t)+
+				"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s&default_query_exec_mode="+mode)
 			tbl := table(t, db)
 			sess := pgreplica.NewSession()
 			sctx := pgreplica.WithSession(ctx, sess)
