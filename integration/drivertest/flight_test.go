@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pgreplica/pgreplica"
@@ -138,5 +139,54 @@ func (a answer) mustEqual(t *testing.T, want answer) {
 				t.Errorf("row %d column %s: %#v (%T), stdlib's %#v (%T)", r, a.columns[i], g, g, w, w)
 			}
 		}
+	}
+}
+
+// TestFlightErrors: a read in flight that fails reports the server's
+// error as a read through stdlib does, before any row (a statement the
+// server refuses) or after some (an error mid-stream), and leaves a
+// connection that serves the next read.
+func TestFlightErrors(t *testing.T) {
+	cluster.Need(t)
+	ctx := ctxFor(t)
+	db, c := itest.Open(t, cluster.DSN()+"&application_name="+appName(t)+"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s")
+	tbl := table(t, db)
+	sess := pgreplica.NewSession()
+	sctx := pgreplica.WithSession(ctx, sess)
+	write := func() {
+		t.Helper()
+		if _, err := db.ExecContext(sctx, "INSERT INTO "+tbl+" (v) VALUES ('x')"); err != nil {
+			t.Fatal(err)
+		}
+		sess.LSN()
+		if err := cluster.WaitCaughtUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	flights := c.Stats().FlightChecks
+	if _, err := db.QueryContext(sctx, "SELECT no_such_column FROM "+tbl); err == nil || !strings.Contains(err.Error(), "no_such_column") {
+		t.Fatalf("a read of a missing column: %v", err)
+	}
+	write()
+	rows, err := db.QueryContext(sctx, "SELECT 1 / (n - 2) FROM generate_series(1, 3) n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := rows.Err(); err == nil || !strings.Contains(err.Error(), "division by zero") || n != 1 {
+		t.Fatalf("an error after the first row: %d rows, %v", n, err)
+	}
+	rows.Close()
+	write()
+	var got int
+	if err := db.QueryRowContext(sctx, "SELECT count(*) FROM "+tbl).Scan(&got); err != nil || got != 3 {
+		t.Fatalf("the read after: %d, %v", got, err)
+	}
+	if d := c.Stats().FlightChecks - flights; d < 2 {
+		t.Fatalf("%d reads went in flight, want the reads after each write to", d)
 	}
 }
