@@ -1,13 +1,11 @@
 package pgreplica
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/tokenwire"
 )
 
 // Tokens: the positions a Session carries from one process to another
@@ -295,50 +293,46 @@ func (s *positionSet) token(expires time.Time) Token {
 	return t
 }
 
-// Token wire format; see the Token documentation.
-const (
-	tokenV1           = 1
-	tokenV2           = 2
-	tokenFlagSigned   = 0x01
-	tokenFlagExpires  = 0x02
-	tokenFlagOverflow = 0x04      // version 2 only
-	tokenPositionLen  = 8 + 4 + 8 // LSN, timeline, sysid
-	tokenV1HeadLen    = 1 + 1     // version, flags
-	tokenV2HeadLen    = 1 + 1 + 1 // version, flags, count
-	tokenMaxPositions = MaxClusters + 1
-	tokenExpiresLen   = 8
-	tokenMACLen       = sha256.Size
-	tokenV1MaxRawLen  = tokenV1HeadLen + tokenPositionLen + tokenExpiresLen + tokenMACLen
-	tokenMaxRawLen    = tokenV2HeadLen + tokenMaxPositions*tokenPositionLen + tokenExpiresLen + tokenMACLen
+// tokenwire's bound is MaxClusters: this fails to compile if they differ.
+const _ = uint(MaxClusters-tokenwire.MaxClusters) + uint(tokenwire.MaxClusters-MaxClusters)
 
-	// maxTokenText bounds the input ParseToken and Decode look at: the
-	// text form of the longest token (base64 without padding).
-	maxTokenText = (tokenMaxRawLen*4 + 2) / 3
-	// maxTokenExpiry is 9999-12-31T23:59:59Z, the last second time.Time
-	// formats and round-trips without surprises.
-	maxTokenExpiry = 253402300799
-)
-
-// tokenMACDomain separates pgreplica's MACs from any other use of the key.
-const tokenMACDomain = "pgreplica-token\x00"
-
-var tokenEncoding = base64.RawURLEncoding.Strict()
-
-// Token errors. Each wraps ErrBadToken with a short reason and never quotes
-// the input, which may be attacker-controlled.
+// Token errors. Each wraps ErrBadToken with tokenwire's short reason and
+// never quotes the input, which may be attacker-controlled.
 var (
-	errTokenEmpty     = fmt.Errorf("%w: empty", ErrBadToken)
-	errTokenOversized = fmt.Errorf("%w: oversized (more than %d characters)", ErrBadToken, maxTokenText)
-	errTokenGarbled   = fmt.Errorf("%w: garbled", ErrBadToken)
-	errTokenTruncated = fmt.Errorf("%w: truncated", ErrBadToken)
-	errTokenVersion   = fmt.Errorf("%w: unknown version", ErrBadToken)
-	errTokenNeedsKey  = fmt.Errorf("%w: signed token needs a key", ErrBadToken)
-	errTokenUnsigned  = fmt.Errorf("%w: unsigned token where a signature is required", ErrBadToken)
-	errTokenSignature = fmt.Errorf("%w: bad signature", ErrBadToken)
-	errTokenExpired   = fmt.Errorf("%w: expired", ErrBadToken)
-	errTokenClusters  = fmt.Errorf("%w: more than %d clusters", ErrBadToken, MaxClusters)
-	errTokenDuplicate = fmt.Errorf("%w: a cluster appears twice", ErrBadToken)
+	errTokenEmpty     = badToken(tokenwire.ErrEmpty)
+	errTokenOversized = badToken(tokenwire.ErrOversized)
+	errTokenGarbled   = badToken(tokenwire.ErrGarbled)
+	errTokenTruncated = badToken(tokenwire.ErrTruncated)
+	errTokenVersion   = badToken(tokenwire.ErrVersion)
+	errTokenNeedsKey  = badToken(tokenwire.ErrNeedsKey)
+	errTokenUnsigned  = badToken(tokenwire.ErrUnsigned)
+	errTokenSignature = badToken(tokenwire.ErrSignature)
+	errTokenExpired   = badToken(tokenwire.ErrExpired)
+	errTokenClusters  = badToken(tokenwire.ErrClusters)
+	errTokenDuplicate = badToken(tokenwire.ErrDuplicate)
 )
+
+// tokenErrors gives the error above for each of tokenwire's reasons, so
+// that a failed decode does not allocate one.
+var tokenErrors = map[error]error{
+	tokenwire.ErrEmpty:     errTokenEmpty,
+	tokenwire.ErrOversized: errTokenOversized,
+	tokenwire.ErrGarbled:   errTokenGarbled,
+	tokenwire.ErrTruncated: errTokenTruncated,
+	tokenwire.ErrVersion:   errTokenVersion,
+	tokenwire.ErrNeedsKey:  errTokenNeedsKey,
+	tokenwire.ErrUnsigned:  errTokenUnsigned,
+	tokenwire.ErrSignature: errTokenSignature,
+	tokenwire.ErrExpired:   errTokenExpired,
+	tokenwire.ErrClusters:  errTokenClusters,
+	tokenwire.ErrDuplicate: errTokenDuplicate,
+}
+
+// badToken wraps one of tokenwire's reasons in ErrBadToken (only as text:
+// callers test against ErrBadToken and the errors above).
+func badToken(reason error) error {
+	return fmt.Errorf("%w: %v", ErrBadToken, reason)
+}
 
 // ParseToken parses an unsigned token as produced by (*Session).Token or by
 // a TokenCodec without a Key. A signed token, a token that expired (by the
@@ -406,160 +400,29 @@ func (c TokenCodec) SessionToken(s *Session) string {
 func encodeToken(t Token, key []byte) string {
 	var set positionSet
 	set.addAll(t)
-	overflow := t.Overflow || set.overflow
-	var buf [tokenMaxRawLen]byte
-	var raw []byte
-	if set.n == 1 && !overflow {
-		raw = append(buf[:0], tokenV1, 0)
-	} else {
-		raw = append(buf[:0], tokenV2, 0, byte(set.n))
-		if overflow {
-			raw[1] |= tokenFlagOverflow
-		}
+	f := tokenwire.Fields{N: set.n, Overflow: t.Overflow || set.overflow, Expires: t.Expires}
+	for i, p := range set.pos[:set.n] {
+		f.Pos[i] = tokenwire.Position{LSN: uint64(p.LSN), Timeline: p.Timeline, SystemID: p.SystemID}
 	}
-	for _, p := range set.pos[:set.n] {
-		raw = binary.BigEndian.AppendUint64(raw, uint64(p.LSN))
-		raw = binary.BigEndian.AppendUint32(raw, p.Timeline)
-		raw = binary.BigEndian.AppendUint64(raw, p.SystemID)
-	}
-	if !t.Expires.IsZero() {
-		raw[1] |= tokenFlagExpires
-		// An expiry before 1970 is as expired as one in 1970; one past
-		// year 9999 is as good as none. Clamping keeps every encoding
-		// decodable with the same meaning.
-		sec := min(max(t.Expires.Unix(), 1), maxTokenExpiry)
-		raw = binary.BigEndian.AppendUint64(raw, uint64(sec))
-	}
-	if len(key) > 0 {
-		raw[1] |= tokenFlagSigned
-		raw = appendTokenMAC(raw, key, raw)
-	}
-	return tokenEncoding.EncodeToString(raw)
-}
-
-// appendTokenMAC appends the HMAC of msg to dst.
-func appendTokenMAC(dst, key, msg []byte) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(tokenMACDomain))
-	m.Write(msg)
-	return m.Sum(dst)
+	return tokenwire.Encode(f, key)
 }
 
 // decodeToken parses s. With a key the token must be signed with it; without
 // one it must be unsigned. Tokens whose expiry is not after now are rejected.
 func decodeToken(s string, key []byte, now time.Time) (Token, error) {
-	switch {
-	case len(s) == 0:
-		return Token{}, errTokenEmpty
-	case len(s) > maxTokenText:
-		return Token{}, errTokenOversized
-	}
-	// The base64 decoder skips '\r' and '\n'; accept only the alphabet so
-	// that a token has exactly one text form.
-	for i := 0; i < len(s); i++ {
-		if !isTokenChar(s[i]) {
-			return Token{}, errTokenGarbled
-		}
-	}
-	var buf [maxTokenText * 3 / 4]byte
-	n, err := tokenEncoding.Decode(buf[:], []byte(s))
+	f, err := tokenwire.Decode(s, key, now)
 	if err != nil {
-		return Token{}, errTokenGarbled
-	}
-	raw := buf[:n]
-	if len(raw) == 0 {
-		return Token{}, errTokenGarbled
-	}
-	version := raw[0]
-	if version != tokenV1 && version != tokenV2 {
-		return Token{}, errTokenVersion
-	}
-	if len(raw) < 2 {
-		return Token{}, errTokenTruncated
-	}
-	flags := raw[1]
-	known := byte(tokenFlagSigned | tokenFlagExpires)
-	if version == tokenV2 {
-		known |= tokenFlagOverflow
-	}
-	if flags&^known != 0 {
-		return Token{}, errTokenGarbled
-	}
-	overflow := flags&tokenFlagOverflow != 0
-	head, count := tokenV1HeadLen, 1
-	if version == tokenV2 {
-		if len(raw) < tokenV2HeadLen {
-			return Token{}, errTokenTruncated
+		if e, ok := tokenErrors[err]; ok {
+			return Token{}, e
 		}
-		head, count = tokenV2HeadLen, int(raw[2])
-		switch {
-		case count > tokenMaxPositions:
-			return Token{}, errTokenClusters
-		case count == 0, count == 1 && !overflow:
-			// One position without overflow is a version 1 token:
-			// accepting it here would give it two text forms.
-			return Token{}, errTokenGarbled
-		}
+		return Token{}, badToken(err)
 	}
-	bodyLen := head + count*tokenPositionLen
-	want := bodyLen
-	if flags&tokenFlagExpires != 0 {
-		want += tokenExpiresLen
-	}
-	signed := flags&tokenFlagSigned != 0
-	if signed {
-		want += tokenMACLen
-	}
-	switch {
-	case len(raw) < want:
-		return Token{}, errTokenTruncated
-	case len(raw) > want:
-		return Token{}, errTokenGarbled
-	}
-	switch {
-	case signed && len(key) == 0:
-		return Token{}, errTokenNeedsKey
-	case !signed && len(key) > 0:
-		return Token{}, errTokenUnsigned
-	case signed:
-		body := raw[:want-tokenMACLen]
-		var macBuf [tokenMACLen]byte
-		if !hmac.Equal(appendTokenMAC(macBuf[:0], key, body), raw[len(body):]) {
-			return Token{}, errTokenSignature
-		}
-	}
+	// The positions are distinct and within the bound (Decode checked),
+	// so the set keeps every one, in order.
 	var set positionSet
-	for i := range count {
-		b := raw[head+i*tokenPositionLen:]
-		p := Position{
-			LSN:      LSN(binary.BigEndian.Uint64(b)),
-			Timeline: binary.BigEndian.Uint32(b[8:]),
-			SystemID: binary.BigEndian.Uint64(b[12:]),
-		}
-		for _, q := range set.pos[:set.n] {
-			if q.SystemID == p.SystemID {
-				return Token{}, errTokenDuplicate
-			}
-		}
-		if set.add(p); set.overflow {
-			return Token{}, errTokenClusters
-		}
+	for _, p := range f.Pos[:f.N] {
+		set.add(Position{SystemID: p.SystemID, Timeline: p.Timeline, LSN: LSN(p.LSN)})
 	}
-	var expires time.Time
-	if flags&tokenFlagExpires != 0 {
-		sec := binary.BigEndian.Uint64(raw[bodyLen:])
-		if sec < 1 || sec > maxTokenExpiry {
-			return Token{}, errTokenGarbled
-		}
-		expires = time.Unix(int64(sec), 0).UTC()
-		if !now.Before(expires) {
-			return Token{}, errTokenExpired
-		}
-	}
-	set.overflow = overflow
-	return set.token(expires), nil
-}
-
-func isTokenChar(c byte) bool {
-	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+	set.overflow = f.Overflow
+	return set.token(f.Expires), nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/tokenwire"
 )
 
 var (
@@ -37,7 +39,7 @@ func fullToken() Token {
 }
 
 // v1BodyLen is the length of a version 1 token before its expiry and MAC.
-const v1BodyLen = tokenV1HeadLen + tokenPositionLen
+const v1BodyLen = tokenwire.V1HeadLen + tokenwire.PositionLen
 
 func sameToken(a, b Token) bool { return a.Equal(b) }
 
@@ -73,10 +75,10 @@ func TestTokenFormat(t *testing.T) {
 	c := TokenCodec{Key: testKey, TTL: time.Hour, Now: fixedNow}
 	s = c.Encode(testTok)
 	raw = decodeRaw(t, s)
-	if len(raw) != tokenV1MaxRawLen || len(s) != 83 {
-		t.Fatalf("signed expiring token: %d bytes, %d characters; want %d, 83", len(raw), len(s), tokenV1MaxRawLen)
+	if len(raw) != tokenwire.V1MaxRawLen || len(s) != 83 {
+		t.Fatalf("signed expiring token: %d bytes, %d characters; want %d, 83", len(raw), len(s), tokenwire.V1MaxRawLen)
 	}
-	if raw[0] != 1 || raw[1] != tokenFlagSigned|tokenFlagExpires {
+	if raw[0] != 1 || raw[1] != tokenwire.FlagSigned|tokenwire.FlagExpires {
 		t.Fatalf("header %x", raw[:2])
 	}
 	if exp := int64(binary.BigEndian.Uint64(raw[22:])); exp != testNow.Add(time.Hour).Unix() {
@@ -123,7 +125,7 @@ func roundTrip(t *testing.T, name string, c TokenCodec, in Token, exp time.Time)
 			in.Expires = exp.Add(123 * time.Millisecond) // rounded down
 		}
 		s := c.Encode(in)
-		if len(s) > maxTokenText {
+		if len(s) > tokenwire.MaxText {
 			t.Errorf("%s: %d characters", name, len(s))
 		}
 		got, err := c.Decode(s)
@@ -164,7 +166,7 @@ func TestTokenFormatV2(t *testing.T) {
 	}
 	// The first 22 bytes after the count are a version 1 token's.
 	v1 := decodeRaw(t, TokenCodec{}.Encode(testTok))
-	if !bytes.Equal(raw[3:3+tokenPositionLen], v1[2:]) {
+	if !bytes.Equal(raw[3:3+tokenwire.PositionLen], v1[2:]) {
 		t.Fatal("a version 2 position is not laid out as in version 1")
 	}
 
@@ -172,10 +174,10 @@ func TestTokenFormatV2(t *testing.T) {
 	over.Overflow = true
 	c := TokenCodec{Key: testKey, TTL: time.Hour, Now: fixedNow}
 	raw = decodeRaw(t, c.Encode(over))
-	if raw[0] != 2 || raw[1] != tokenFlagSigned|tokenFlagExpires|tokenFlagOverflow || raw[2] != 3 {
+	if raw[0] != 2 || raw[1] != tokenwire.FlagSigned|tokenwire.FlagExpires|tokenwire.FlagOverflow || raw[2] != 3 {
 		t.Fatalf("header %x", raw[:3])
 	}
-	body := 3 + 3*tokenPositionLen
+	body := 3 + 3*tokenwire.PositionLen
 	if len(raw) != body+8+32 {
 		t.Fatalf("%d bytes", len(raw))
 	}
@@ -191,13 +193,13 @@ func TestTokenFormatV2(t *testing.T) {
 
 	// The longest token is exactly the text bound.
 	full := c.Encode(fullToken())
-	if maxTokenText != 298 || len(full) != maxTokenText || len(decodeRaw(t, full)) != tokenMaxRawLen {
-		t.Fatalf("longest token: %d characters, bound %d", len(full), maxTokenText)
+	if tokenwire.MaxText != 298 || len(full) != tokenwire.MaxText || len(decodeRaw(t, full)) != tokenwire.MaxRawLen {
+		t.Fatalf("longest token: %d characters, bound %d", len(full), tokenwire.MaxText)
 	}
 
 	// One position with overflow is a version 2 token of one position.
 	raw = decodeRaw(t, TokenCodec{}.Encode(Token{LSN: 1, SystemID: 2, Overflow: true}))
-	if raw[0] != 2 || raw[1] != tokenFlagOverflow || raw[2] != 1 || len(raw) != 3+tokenPositionLen {
+	if raw[0] != 2 || raw[1] != tokenwire.FlagOverflow || raw[2] != 1 || len(raw) != 3+tokenwire.PositionLen {
 		t.Fatalf("single position with overflow: %x", raw)
 	}
 }
@@ -353,7 +355,7 @@ func TestTokenRejects(t *testing.T) {
 		return withRaw(s, func(b []byte) []byte { b[byteIdx] ^= bit; return b })
 	}
 	resign := func(raw []byte) []byte { // a correctly signed token with any body
-		return appendTokenMAC(raw, testKey, raw)
+		return tokenwire.AppendMAC(raw, testKey, raw)
 	}
 
 	later := TokenCodec{Now: func() time.Time { return testNow.Add(time.Minute) }}
@@ -390,22 +392,22 @@ func TestTokenRejects(t *testing.T) {
 		{"v2: more known clusters than the bound", TokenCodec{}, reencode(v2(0, nine...)), errTokenClusters},
 		{"v2: a cluster twice", TokenCodec{}, reencode(v2(0, Position{SystemID: 1, LSN: 1}, Position{SystemID: 2}, Position{SystemID: 1, LSN: 2})), errTokenDuplicate},
 		{"v2: unknown cluster twice", TokenCodec{}, reencode(v2(0, Position{LSN: 1}, Position{LSN: 2})), errTokenDuplicate},
-		{"v2: a cluster twice, signed", signer, reencode(resign(v2(tokenFlagSigned, Position{SystemID: 1, LSN: 1}, Position{SystemID: 1, LSN: 2}))), errTokenDuplicate},
+		{"v2: a cluster twice, signed", signer, reencode(resign(v2(tokenwire.FlagSigned, Position{SystemID: 1, LSN: 1}, Position{SystemID: 1, LSN: 2}))), errTokenDuplicate},
 		{"v2: count says more", TokenCodec{}, withRaw(multi, func(b []byte) []byte { b[2]++; return b }), errTokenTruncated},
 		{"v2: count says fewer", TokenCodec{}, withRaw(multi, func(b []byte) []byte { b[2]--; return b }), errTokenGarbled},
 		{"v2: truncated", TokenCodec{}, withRaw(multi, func(b []byte) []byte { return b[:len(b)-1] }), errTokenTruncated},
 		{"v2: trailing byte", TokenCodec{}, withRaw(multi, func(b []byte) []byte { return append(b, 0) }), errTokenGarbled},
 		{"v2: unknown flag", TokenCodec{}, flip(multi, 1, 0x08), errTokenGarbled},
-		{"v1: overflow flag", TokenCodec{}, flip(unsigned, 1, tokenFlagOverflow), errTokenGarbled},
-		{"v2: flipped position bit", signer, flip(multiSigned, 3+tokenPositionLen+19, 1), errTokenSignature},
+		{"v1: overflow flag", TokenCodec{}, flip(unsigned, 1, tokenwire.FlagOverflow), errTokenGarbled},
+		{"v2: flipped position bit", signer, flip(multiSigned, 3+tokenwire.PositionLen+19, 1), errTokenSignature},
 		{"v2: flipped count", signer, flip(multiSigned, 2, 4), errTokenTruncated},
-		{"v2: overflow flag added", signer, flip(multiSigned, 1, tokenFlagOverflow), errTokenSignature},
+		{"v2: overflow flag added", signer, flip(multiSigned, 1, tokenwire.FlagOverflow), errTokenSignature},
 		{"v2: signed without key", TokenCodec{}, multiSigned, errTokenNeedsKey},
 		{"v2: unsigned with key", signer, multi, errTokenUnsigned},
 		{"v2: expired", later, TokenCodec{TTL: time.Minute, Now: fixedNow}.Encode(testMulti), errTokenExpired},
 		{"v2: oversized", signer, TokenCodec{Key: testKey, TTL: time.Hour, Now: fixedNow}.Encode(fullToken()) + "A", errTokenOversized},
 		{"empty", TokenCodec{}, "", errTokenEmpty},
-		{"oversized", TokenCodec{}, strings.Repeat("A", maxTokenText+1), errTokenOversized},
+		{"oversized", TokenCodec{}, strings.Repeat("A", tokenwire.MaxText+1), errTokenOversized},
 		{"oversized garbage", signer, strings.Repeat("\xff", 1<<20), errTokenOversized},
 		{"padding", TokenCodec{}, unsigned + "==", errTokenGarbled},
 		{"std alphabet", TokenCodec{}, strings.ReplaceAll(strings.ReplaceAll(signed, "-", "+"), "_", "/") + "+", errTokenGarbled},
@@ -424,7 +426,7 @@ func TestTokenRejects(t *testing.T) {
 		{"trailing byte", TokenCodec{}, withRaw(unsigned, func(b []byte) []byte { return append(b, 0) }), errTokenGarbled},
 		{"signed without key", TokenCodec{}, signed, errTokenNeedsKey},
 		{"unsigned with key", signer, unsigned, errTokenUnsigned},
-		{"signature stripped", signer, withRaw(signed, func(b []byte) []byte { b[1] &^= tokenFlagSigned; return b[:v1BodyLen] }), errTokenUnsigned},
+		{"signature stripped", signer, withRaw(signed, func(b []byte) []byte { b[1] &^= tokenwire.FlagSigned; return b[:v1BodyLen] }), errTokenUnsigned},
 		{"flipped LSN bit", signer, flip(signed, 9, 1), errTokenSignature},
 		{"flipped timeline bit", signer, flip(signed, 13, 0x10), errTokenSignature},
 		{"flipped sysid bit", signer, flip(signed, 21, 0x80), errTokenSignature},
@@ -444,17 +446,17 @@ func TestTokenRejects(t *testing.T) {
 		{"expired signed", TokenCodec{Key: testKey, Now: func() time.Time { return testNow.Add(time.Hour) }}, laterSigned, errTokenExpired},
 		{"expired at the second", TokenCodec{Key: testKey, Now: func() time.Time { return testNow.Add(time.Minute) }}, laterSigned, errTokenExpired},
 		{"expiry zero", TokenCodec{}, withRaw(unsigned, func(b []byte) []byte {
-			b[1] |= tokenFlagExpires
+			b[1] |= tokenwire.FlagExpires
 			return append(b, make([]byte, 8)...)
 		}), errTokenGarbled},
 		{"expiry past 9999 (signed)", signer, withRaw(signed, func(b []byte) []byte {
 			b = b[:v1BodyLen]
-			b[1] |= tokenFlagExpires
-			b = binary.BigEndian.AppendUint64(b, maxTokenExpiry+1)
+			b[1] |= tokenwire.FlagExpires
+			b = binary.BigEndian.AppendUint64(b, tokenwire.MaxExpiry+1)
 			return resign(b)
 		}), errTokenGarbled},
 		{"expiry max int64", TokenCodec{}, withRaw(unsigned, func(b []byte) []byte {
-			b[1] |= tokenFlagExpires
+			b[1] |= tokenwire.FlagExpires
 			return binary.BigEndian.AppendUint64(b, 1<<63)
 		}), errTokenGarbled},
 	}
@@ -590,7 +592,7 @@ func FuzzParseToken(f *testing.F) {
 				}
 				continue
 			}
-			if len(s) > maxTokenText {
+			if len(s) > tokenwire.MaxText {
 				t.Fatalf("%s accepted %d characters", c.name, len(s))
 			}
 			if again := c.enc.Encode(tok); again != s {
@@ -603,7 +605,7 @@ func FuzzParseToken(f *testing.F) {
 func FuzzTokenEncodeDecode(f *testing.F) {
 	f.Add(uint64(testTok.LSN), testTok.Timeline, testTok.SystemID, int64(0), false)
 	f.Add(uint64(0), uint32(0), uint64(0), testNow.Add(time.Hour).Unix(), true)
-	f.Add(^uint64(0), ^uint32(0), ^uint64(0), int64(maxTokenExpiry), true)
+	f.Add(^uint64(0), ^uint32(0), ^uint64(0), int64(tokenwire.MaxExpiry), true)
 	f.Fuzz(func(t *testing.T, lsn uint64, tl uint32, sysid uint64, exp int64, signed bool) {
 		in := Token{LSN: LSN(lsn), Timeline: tl, SystemID: sysid}
 		if exp != 0 {
@@ -619,7 +621,7 @@ func FuzzTokenEncodeDecode(f *testing.F) {
 		}
 		got, err := c.Decode(s)
 		switch {
-		case exp != 0 && min(max(exp, 1), maxTokenExpiry) <= testNow.Unix():
+		case exp != 0 && min(max(exp, 1), tokenwire.MaxExpiry) <= testNow.Unix():
 			if !errors.Is(err, errTokenExpired) {
 				t.Fatalf("expired token: %+v, %v", got, err)
 			}
@@ -627,7 +629,7 @@ func FuzzTokenEncodeDecode(f *testing.F) {
 			t.Fatalf("Decode(Encode(%+v)): %v", in, err)
 		case got.LSN != in.LSN || got.Timeline != tl || got.SystemID != sysid:
 			t.Fatalf("round trip %+v -> %+v", in, got)
-		case exp != 0 && got.Expires.Unix() != min(exp, maxTokenExpiry):
+		case exp != 0 && got.Expires.Unix() != min(exp, tokenwire.MaxExpiry):
 			t.Fatalf("expiry %d -> %v", exp, got.Expires)
 		}
 	})
@@ -641,7 +643,7 @@ func FuzzTokenPositions(f *testing.F) {
 	f.Add([]byte{}, int64(0), false, false)
 	f.Add(bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, 3), int64(0), true, false)
 	f.Add(bytes.Repeat([]byte{0, 0, 0, 0, 0, 0, 0, 9}, 40), testNow.Add(time.Hour).Unix(), true, true)
-	f.Add(make([]byte, 20*12), int64(maxTokenExpiry), false, true)
+	f.Add(make([]byte, 20*12), int64(tokenwire.MaxExpiry), false, true)
 	f.Fuzz(func(t *testing.T, data []byte, exp int64, signed, overflow bool) {
 		// Small system identifiers so that clusters repeat.
 		var ps []Position
@@ -662,12 +664,12 @@ func FuzzTokenPositions(f *testing.F) {
 			c.Key = testKey
 		}
 		s := c.Encode(in)
-		if len(s) > maxTokenText {
+		if len(s) > tokenwire.MaxText {
 			t.Fatalf("token of %d characters", len(s))
 		}
 		got, err := c.Decode(s)
 		switch {
-		case exp != 0 && min(max(exp, 1), maxTokenExpiry) <= testNow.Unix():
+		case exp != 0 && min(max(exp, 1), tokenwire.MaxExpiry) <= testNow.Unix():
 			if !errors.Is(err, errTokenExpired) {
 				t.Fatalf("expired token: %+v, %v", got, err)
 			}
