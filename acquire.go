@@ -275,8 +275,8 @@ func (c *Connector) needOn(pl *plan, n *node) LSN {
 	}
 	need := pl.need
 	if pl.maxLag > 0 {
-		if then, ok := c.primaryLSNs.positionAt(time.Now().Add(-pl.maxLag)); ok {
-			need = max(need, then)
+		if then, ok := c.primaryLSNs.PositionAt(time.Now().Add(-pl.maxLag)); ok {
+			need = max(need, LSN(then))
 		}
 	}
 	if pv := pl.topo.primaryNode(); pl.maxLagBytes > 0 && pv != nil && uint64(pv.status.lsn) > pl.maxLagBytes {
