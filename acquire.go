@@ -102,7 +102,7 @@ func (c *Connector) acquire(ctx context.Context, pl *plan, st *statement) (l lea
 	l, err = c.leaseReplica(ctx, pl)
 	if first && pl.tokened() {
 		c.metrics.tokenedReads.Add(1)
-		c.metrics.wait.observe(pl.waited())
+		c.metrics.wait.Observe(pl.waited())
 	}
 	if err == nil {
 		return l, false, nil
