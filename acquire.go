@@ -102,7 +102,7 @@ func (c *Connector) acquire(ctx context.Context, pl *plan, st *statement) (l lea
 	l, err = c.leaseReplica(ctx, pl)
 	if first && pl.tokened() {
 		c.metrics.tokenedReads.Add(1)
-		c.metrics.wait.observe(pl.waited())
+		c.metrics.wait.Observe(pl.waited())
 	}
 	if err == nil {
 		return l, false, nil
@@ -275,8 +275,8 @@ func (c *Connector) needOn(pl *plan, n *node) LSN {
 	}
 	need := pl.need
 	if pl.maxLag > 0 {
-		if then, ok := c.primaryLSNs.positionAt(time.Now().Add(-pl.maxLag)); ok {
-			need = max(need, then)
+		if then, ok := c.primaryLSNs.PositionAt(time.Now().Add(-pl.maxLag)); ok {
+			need = max(need, LSN(then))
 		}
 	}
 	if pv := pl.topo.primaryNode(); pl.maxLagBytes > 0 && pv != nil && uint64(pv.status.lsn) > pl.maxLagBytes {

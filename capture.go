@@ -154,7 +154,7 @@ func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error)
 	if err == nil && !async {
 		// The flush position, as a probe reads it: a sample of the lag
 		// tracker (the probe it may stand in for would have added one).
-		c.primaryLSNs.add(at, lsn)
+		c.primaryLSNs.Add(at, uint64(lsn))
 	}
 	if !errors.Is(err, errNoProbeConn) {
 		return lsn, err

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pgreplica/pgreplica/internal/lagtrack"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -57,7 +58,7 @@ type Connector struct {
 	// capture's own connection (capture.go).
 	capture capturer
 	// primaryLSNs samples the primary's position for time lag.
-	primaryLSNs lagTracker
+	primaryLSNs lagtrack.Tracker
 	// classes caches the classification of long statements.
 	classes stmtclass.Cache
 	// warnedHidden and warnedDenied log what the role cannot see once

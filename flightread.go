@@ -84,7 +84,7 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Cla
 		l.known = max(l.known, LSN(replayed))
 		if pl.tokened() {
 			c.metrics.tokenedReads.Add(1)
-			c.metrics.wait.observe(pl.waited())
+			c.metrics.wait.Observe(pl.waited())
 		}
 		l.observeAnswer()
 		c.noteServed(ctx, pl, &l)

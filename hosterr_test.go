@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/lib/pq"
+
+	"github.com/pgreplica/pgreplica/internal/lagtrack"
 )
 
 // topologyAfter applies one probe result per host, as the monitor does
@@ -34,7 +36,7 @@ func topologyAfter(t *testing.T, password string, errs ...error) *topology {
 		c.applyStatus(n, st)
 		nodes = append(nodes, n)
 	}
-	return buildTopology(nodes, &lagTracker{}, false)
+	return buildTopology(nodes, &lagtrack.Tracker{}, false)
 }
 
 // pgxConnectError looks like pgx's connect errors: the host repeated

@@ -3,6 +3,8 @@ package pgreplica
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/histogram"
 )
 
 // metrics are the connector's counters: atomics only, so recording costs
@@ -13,7 +15,7 @@ type metrics struct {
 	replicaReads, tokenedReads, primaryReads atomic.Int64
 	// wait's first bucket counts the position reads that waited for
 	// nothing: most of them.
-	wait                               histogram
+	wait                               histogram.Latency
 	fallbackReads                      atomic.Int64
 	fallbackTimeout, fallbackNoReplica atomic.Int64
 	failedTimeout, failedNoReplica     atomic.Int64
@@ -128,7 +130,7 @@ func (c *Connector) Stats() Stats {
 		StaleReads:             m.staleReads.Load(),
 		RecentWriteReads:       m.recentWriteReads.Load(),
 		TokenedFallbacks:       m.tokenedFallbacks.Load(),
-		Wait:                   m.wait.snapshot(),
+		Wait:                   waitStats(&m.wait),
 		LSNCaptures:            m.lsnCaptures.Load(),
 		ConflictRetries:        m.conflictRetries.Load(),
 		ReadOnlyRetries:        m.readOnlyRetries.Load(),
@@ -168,48 +170,12 @@ func (m *metrics) noteFallback(reason string, tokened, failed bool) {
 	}
 }
 
-// waitBounds are the histogram's upper bounds.
-var waitBounds = [...]time.Duration{
-	50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
-	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
-	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
-	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second,
-}
-
-// histogram is a fixed-bucket latency histogram of atomics.
-type histogram struct {
-	counts [len(waitBounds) + 1]atomic.Int64 // last: above every bound
-	sum    atomic.Int64
-	max    atomic.Uint64
-}
-
-func (h *histogram) observe(d time.Duration) {
-	if d <= 0 {
-		// Most reads wait for nothing: nothing to add to sum or max.
-		h.counts[0].Add(1)
-		return
-	}
-	i := 0
-	for i < len(waitBounds) && d > waitBounds[i] {
-		i++
-	}
-	h.counts[i].Add(1)
-	h.sum.Add(int64(d))
-	atomicMax(&h.max, uint64(max(d, 0)))
-}
-
-func (h *histogram) snapshot() WaitStats {
-	var ws WaitStats
-	var counts [len(waitBounds) + 1]int64
-	for i := range counts {
-		counts[i] = h.counts[i].Load()
-		ws.Count += counts[i]
-	}
-	ws.Sum, ws.Max = time.Duration(h.sum.Load()), time.Duration(h.max.Load())
-	var cum int64
-	for i, b := range waitBounds {
-		cum += counts[i]
-		ws.Buckets = append(ws.Buckets, Bucket{UpperBound: b, Count: cum})
+// waitStats copies the wait histogram into its public form.
+func waitStats(h *histogram.Latency) WaitStats {
+	cum, count, sum, longest := h.Load()
+	ws := WaitStats{Count: count, Sum: sum, Max: longest, Buckets: make([]Bucket, len(cum))}
+	for i, c := range cum {
+		ws.Buckets[i] = Bucket{UpperBound: histogram.Bounds[i], Count: c}
 	}
 	ws.P50, ws.P95, ws.P99 = ws.Quantile(0.50), ws.Quantile(0.95), ws.Quantile(0.99)
 	return ws
@@ -221,23 +187,7 @@ func (h *histogram) snapshot() WaitStats {
 // bucket's observations are spread evenly. The estimate never exceeds Max
 // (when Max is set); above the largest bound it is that bound.
 func (w WaitStats) Quantile(q float64) time.Duration {
-	if w.Count == 0 || len(w.Buckets) == 0 {
-		return 0
-	}
-	rank := q * float64(w.Count)
-	est := w.Buckets[len(w.Buckets)-1].UpperBound
-	var lower time.Duration
-	var below int64
-	for _, b := range w.Buckets {
-		if n := b.Count - below; n > 0 && float64(b.Count) >= rank {
-			frac := (rank - float64(below)) / float64(n)
-			est = lower + time.Duration(frac*float64(b.UpperBound-lower))
-			break
-		}
-		lower, below = b.UpperBound, b.Count
-	}
-	if w.Max > 0 {
-		est = min(est, w.Max)
-	}
-	return est
+	return histogram.Quantile(q, w.Count, w.Max, len(w.Buckets), func(i int) (time.Duration, int64) {
+		return w.Buckets[i].UpperBound, w.Buckets[i].Count
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/lagtrack"
 )
 
 // topology is one immutable view of the cluster, rebuilt by the monitor
@@ -86,7 +88,7 @@ func emptyTopology(nodes []*node) *topology {
 // timeline; a tie is split brain and nobody gets writes. lags gives the
 // primary's position history for time lag; excludeSync keeps synchronous
 // standbys out of the read pool.
-func buildTopology(nodes []*node, lags *lagTracker, excludeSync bool) *topology {
+func buildTopology(nodes []*node, lags *lagtrack.Tracker, excludeSync bool) *topology {
 	t := &topology{primary: -1, nodes: make([]nodeView, len(nodes))}
 	var primaries []int
 	// Why there may be no primary: the hosts that failed and their
@@ -134,7 +136,7 @@ func buildTopology(nodes []*node, lags *lagTracker, excludeSync bool) *topology 
 
 	if p := t.primaryNode(); p != nil {
 		t.sysid, t.timeline = p.status.sysid, p.status.timeline
-		lags.add(p.status.at, p.status.lsn)
+		lags.Add(p.status.at, uint64(p.status.lsn))
 	}
 	for i := range t.nodes {
 		v := &t.nodes[i]
@@ -193,10 +195,10 @@ func (t *topology) exclusion(i int, excludeSync bool) rejection {
 }
 
 // measureLag sets a replica's lag in bytes and in time, as of the
-// replica's own sample (see lagTracker): a replica sampled earlier than
+// replica's own sample (see lagtrack.Tracker): a replica sampled earlier than
 // the primary (a slower link, a later probe) is not charged with what the
 // primary wrote after its sample.
-func (t *topology) measureLag(v *nodeView, lags *lagTracker) {
+func (t *topology) measureLag(v *nodeView, lags *lagtrack.Tracker) {
 	p := t.primaryNode()
 	if p == nil {
 		return
@@ -205,13 +207,13 @@ func (t *topology) measureLag(v *nodeView, lags *lagTracker) {
 	// tracker, whose samples include captures newer than the primary's
 	// last probe (monitor.captureStandsIn); without one, the probe's.
 	primary := p.status.lsn
-	if pos, ok := lags.positionAt(v.status.at); ok {
-		primary = pos
+	if pos, ok := lags.PositionAt(v.status.at); ok {
+		primary = LSN(pos)
 	}
 	if v.status.lsn < primary {
 		v.lagBytes = uint64(primary - v.status.lsn)
 	}
-	if at, ok := lags.passedAt(v.status.lsn); ok {
+	if at, ok := lags.PassedAt(uint64(v.status.lsn)); ok {
 		v.lag = max(v.status.at.Sub(at), 0)
 	}
 }

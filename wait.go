@@ -87,7 +87,7 @@ func (c *Connector) resolveUntil(ctx context.Context, m *clusterMarks, ticket ui
 func (c *Connector) futile(ctx context.Context, pl *plan) (futile, paused bool) {
 	deadline := pl.waitDeadline(ctx)
 	now := time.Now()
-	passed, ok := c.primaryLSNs.passedAt(pl.need)
+	passed, ok := c.primaryLSNs.PassedAt(uint64(pl.need))
 	if !ok {
 		passed = now // the primary reached it after its last sample
 	}

@@ -37,8 +37,8 @@ func TestFutileWaitPrediction(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Connector{}
-			c.primaryLSNs.add(now.Add(-2*time.Second), 1000)
-			c.primaryLSNs.add(now.Add(-tc.passedAt), 2000)
+			c.primaryLSNs.Add(now.Add(-2*time.Second), 1000)
+			c.primaryLSNs.Add(now.Add(-tc.passedAt), 2000)
 			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
 			st := &top.nodes[1].status
 			st.applyDelay, st.replayRate, st.paused = tc.delay, tc.rate, tc.paused
@@ -73,7 +73,7 @@ func TestFutileWithAPausedReplica(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Connector{}
-			c.primaryLSNs.add(now, 2000)
+			c.primaryLSNs.Add(now, 2000)
 			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
 			top.nodes[1].status.paused = true
 			top.nodes[2].status.applyDelay = tc.delay

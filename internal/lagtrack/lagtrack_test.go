@@ -1,4 +1,4 @@
-package pgreplica
+package lagtrack
 
 import (
 	"testing"
@@ -6,18 +6,18 @@ import (
 )
 
 func TestLagTrackerPassedAt(t *testing.T) {
-	var l lagTracker
+	var l Tracker
 	t0 := time.Unix(1000, 0)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	if _, ok := l.passedAt(10); ok {
+	if _, ok := l.PassedAt(10); ok {
 		t.Fatal("no samples: nothing passed")
 	}
-	l.add(ms(0), 100)
-	l.add(ms(250), 200)
-	l.add(ms(250), 999) // same instant: ignored
-	l.add(ms(500), 300)
+	l.Add(ms(0), 100)
+	l.Add(ms(250), 200)
+	l.Add(ms(250), 999) // same instant: ignored
+	l.Add(ms(500), 300)
 	for _, tc := range []struct {
-		replay LSN
+		replay uint64
 		want   time.Time
 		ok     bool
 	}{
@@ -29,47 +29,32 @@ func TestLagTrackerPassedAt(t *testing.T) {
 		{50, ms(0), true},    // behind every sample: the oldest is a lower bound
 		{100, ms(250), true}, // on the oldest sample
 	} {
-		got, ok := l.passedAt(tc.replay)
+		got, ok := l.PassedAt(tc.replay)
 		if ok != tc.ok || !got.Equal(tc.want) {
 			t.Errorf("passedAt(%d) = %v, %v; want %v, %v", tc.replay, got.Sub(t0), ok, tc.want.Sub(t0), tc.ok)
 		}
 	}
 	// An idle primary: the position stops moving, a caught-up replica
 	// has no lag however long it stays idle.
-	l.add(ms(60_000), 300)
-	if _, ok := l.passedAt(300); ok {
+	l.Add(ms(60_000), 300)
+	if _, ok := l.PassedAt(300); ok {
 		t.Error("idle primary: a caught-up replica must show no lag")
 	}
 }
 
-func TestReachableLSN(t *testing.T) {
-	for _, tc := range []struct{ in, want LSN }{
-		{0x1000018, 0x1000000}, // past a short page header
-		{0x1002018, 0x1002000},
-		{0x1000028, 0x1000000}, // past a segment's long header
-		{0x1002028, 0x1002028}, // 40 bytes into a page that is not a segment start: data
-		{0x1002019, 0x1002019},
-		{0x1002000, 0x1002000},
-	} {
-		if got := reachableLSN(tc.in); got != tc.want {
-			t.Errorf("reachableLSN(%s) = %s, want %s", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestPrimaryPositionAt(t *testing.T) {
-	var l lagTracker
+	var l Tracker
 	t0 := time.Unix(1000, 0)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	if _, ok := l.positionAt(t0); ok {
+	if _, ok := l.PositionAt(t0); ok {
 		t.Fatal("a position without samples")
 	}
-	l.add(ms(0), 1000)
-	l.add(ms(100), 2000)
-	l.add(ms(200), 2000) // idle
+	l.Add(ms(0), 1000)
+	l.Add(ms(100), 2000)
+	l.Add(ms(200), 2000) // idle
 	for _, tc := range []struct {
 		at   time.Time
-		want LSN
+		want uint64
 		ok   bool
 	}{
 		{ms(-1), 0, false},
@@ -78,9 +63,30 @@ func TestPrimaryPositionAt(t *testing.T) {
 		{ms(150), 2000, true},
 		{ms(900), 2000, true}, // after the newest: the newest
 	} {
-		got, ok := l.positionAt(tc.at)
+		got, ok := l.PositionAt(tc.at)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("positionAt(+%v) = %v, %v; want %v, %v", tc.at.Sub(t0), got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestRingKeepsNewest: past the ring's size the oldest samples go, and
+// the estimates read only what is kept.
+func TestRingKeepsNewest(t *testing.T) {
+	var l Tracker
+	t0 := time.Unix(1000, 0)
+	n := len(l.samples) + 10
+	for i := range n {
+		l.Add(t0.Add(time.Duration(i)*time.Second), uint64(i)*100)
+	}
+	oldest := n - len(l.samples)
+	if _, ok := l.PositionAt(t0.Add(time.Duration(oldest)*time.Second - 1)); ok {
+		t.Error("a position before the oldest kept sample")
+	}
+	if pos, ok := l.PositionAt(t0.Add(time.Duration(oldest)*time.Second + time.Second/2)); !ok || pos != uint64(oldest)*100+50 {
+		t.Errorf("PositionAt half a second after the oldest kept sample = %d, %v; want %d", pos, ok, oldest*100+50)
+	}
+	if at, ok := l.PassedAt(0); !ok || !at.Equal(t0.Add(time.Duration(oldest)*time.Second)) {
+		t.Errorf("PassedAt(0) = %v, %v; want the oldest kept sample's time", at.Sub(t0), ok)
 	}
 }

@@ -1,48 +1,55 @@
-package pgreplica
+// Package lagtrack keeps recent samples of the primary's WAL position over
+// time (Tracker) and reads them back both ways: the primary's position at
+// a time (PositionAt) and when it passed a position (PassedAt). The router
+// uses them for a replica's lag in bytes and in time, and for how far back
+// a read's lag bound reaches. It needs no router: positions are plain
+// uint64 (the root package's LSN) and the times are the caller's.
+package lagtrack
 
 import (
 	"sync"
 	"time"
 )
 
-// lagTracker keeps the monitor's recent samples of the primary's WAL
+// Tracker keeps the monitor's recent samples of the primary's WAL
 // position. A replica's time lag is how long before the replica's own
 // sample the primary passed the position the replica had replayed: no
 // clock sync between hosts is needed, it stays 0 on an idle primary
 // (nothing passes the replica), and it keeps growing for a paused or
-// disconnected replica while writes continue.
-type lagTracker struct {
+// disconnected replica while writes continue. The zero value is empty and
+// ready to use.
+type Tracker struct {
 	mu      sync.Mutex
-	samples [1024]lsnSample // ring, oldest overwritten: ≥ 4 min at 250ms
+	samples [1024]sample // ring, oldest overwritten: ≥ 4 min at 250ms
 	next    int
 	count   int
 }
 
-type lsnSample struct {
+type sample struct {
 	at  time.Time
-	lsn LSN
+	lsn uint64
 }
 
-// add records a primary sample; the same sample twice is kept once.
-func (l *lagTracker) add(at time.Time, lsn LSN) {
+// Add records a primary sample; the same sample twice is kept once.
+func (l *Tracker) Add(at time.Time, lsn uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.count > 0 && !at.After(l.samples[(l.next-1+len(l.samples))%len(l.samples)].at) {
 		return
 	}
-	l.samples[l.next] = lsnSample{at, lsn}
+	l.samples[l.next] = sample{at, lsn}
 	l.next = (l.next + 1) % len(l.samples)
 	l.count = min(l.count+1, len(l.samples))
 }
 
-// positionAt estimates the primary's position at time at, interpolating
+// PositionAt estimates the primary's position at time at, interpolating
 // between the samples around it; after the newest sample it is the newest
 // (the primary may have written since, unseen). ok is false without a
 // sample at or before at.
-func (l *lagTracker) positionAt(at time.Time) (pos LSN, ok bool) {
+func (l *Tracker) PositionAt(at time.Time) (pos uint64, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var after lsnSample // the oldest sample seen so far after at
+	var after sample // the oldest sample seen so far after at
 	for i := 0; i < l.count; i++ {
 		s := l.samples[(l.next-1-i+2*len(l.samples))%len(l.samples)]
 		if s.at.After(at) {
@@ -53,20 +60,20 @@ func (l *lagTracker) positionAt(at time.Time) (pos LSN, ok bool) {
 			return s.lsn, true
 		}
 		frac := float64(at.Sub(s.at)) / float64(after.at.Sub(s.at))
-		return s.lsn + LSN(frac*float64(after.lsn-s.lsn)), true
+		return s.lsn + uint64(frac*float64(after.lsn-s.lsn)), true
 	}
 	return 0, false
 }
 
-// passedAt estimates when the primary's position went past replay,
+// PassedAt estimates when the primary's position went past replay,
 // interpolating between the last sample at or below it and the first one
 // above it. ok is false when the primary has not passed it. When every kept
 // sample is past replay, the oldest sample's time is the estimate (a lower
 // bound on the lag).
-func (l *lagTracker) passedAt(replay LSN) (at time.Time, ok bool) {
+func (l *Tracker) PassedAt(replay uint64) (at time.Time, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var after lsnSample // the oldest sample seen so far above replay
+	var after sample // the oldest sample seen so far above replay
 	for i := 0; i < l.count; i++ {
 		s := l.samples[(l.next-1-i+2*len(l.samples))%len(l.samples)]
 		if s.lsn <= replay {
