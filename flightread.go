@@ -182,6 +182,9 @@ func (q *flightQuery) run(p *physical, need LSN) (LSN, error) {
 	for i := range q.args {
 		args[i] = q.args[i].Value
 	}
+	if sd != nil && len(sd.ParamOIDs) != len(args) {
+		return 0, fmt.Errorf("expected %d arguments, got %d", len(sd.ParamOIDs), len(args)) // pgx's words
+	}
 	var eqb pgx.ExtendedQueryBuilder
 	if err := eqb.Build(w.conn.TypeMap(), sd, args); err != nil {
 		return 0, err

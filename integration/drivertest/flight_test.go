@@ -190,3 +190,32 @@ func TestFlightErrors(t *testing.T) {
 		t.Fatalf("%d reads went in flight, want the reads after each write to", d)
 	}
 }
+
+// TestFlightWrongArgumentCount: a read in flight with too few arguments
+// fails with pgx's own words for it.
+func TestFlightWrongArgumentCount(t *testing.T) {
+	cluster.Need(t)
+	ctx := ctxFor(t)
+	db, _ := itest.Open(t, cluster.DSN()+"&application_name="+appName(t)+"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s")
+	plain, err := sql.Open("pgx", cluster.NodeDSN(cluster.Primary()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	tbl := table(t, db)
+	sess := pgreplica.NewSession()
+	sctx := pgreplica.WithSession(ctx, sess)
+	if _, err := db.ExecContext(sctx, "INSERT INTO "+tbl+" (v) VALUES ('x')"); err != nil {
+		t.Fatal(err)
+	}
+	sess.LSN()
+	if err := cluster.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q := "SELECT v FROM " + tbl + " WHERE id = $1 AND v = $2"
+	_, got := db.QueryContext(sctx, q, 1)
+	_, want := plain.QueryContext(ctx, q, 1)
+	if got == nil || want == nil || got.Error() != want.Error() {
+		t.Fatalf("too few arguments: %v, stdlib: %v", got, want)
+	}
+}
