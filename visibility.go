@@ -134,26 +134,7 @@ func (c *Connector) acquireOnServer(ctx context.Context, n *node, srv *server) (
 	if srv == nil || !n.endpoint.Load() {
 		return n.pool.acquire(ctx)
 	}
-	var others []*puddle.Resource[*physical]
-	defer func() {
-		for _, o := range others {
-			n.pool.release(o, nil)
-		}
-	}()
-	for i := range c.serverTries(n) {
-		res, err := c.acquireAnother(ctx, n, i)
-		if err != nil {
-			if i > 0 && ctx.Err() == nil {
-				return nil, nil // no other connection in time: not asked
-			}
-			return nil, err
-		}
-		if res.Value().srv == srv {
-			return res, nil
-		}
-		others = append(others, res)
-	}
-	return nil, nil
+	return c.onServers(ctx, n, func(p *physical) (bool, error) { return p.srv == srv, nil })
 }
 
 // queryText runs a query of one value on conn and returns it as text.

@@ -190,6 +190,42 @@ func (c *Connector) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lea
 // held while a few more are tried (serverTries), so that the next borrow
 // does not hand back the same one.
 func (c *Connector) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (lease, bool) {
+	var inTx bool
+	res, _ := c.onServers(ctx, n, func(p *physical) (bool, error) {
+		c.metrics.replayChecks.Add(1)
+		replay, tx, err := checkReplay(ctx, p)
+		if err == nil {
+			n.observeOn(p.srv, replay)
+			if best != nil {
+				*best = max(*best, replay)
+			}
+			if replay >= max(pl.need, c.needOn(pl, n)) {
+				inTx = tx
+				return true, nil
+			}
+		}
+		if tx {
+			err = endCheckTx(p, c.cfg.ProbeTimeout)
+		}
+		return false, err
+	})
+	if res == nil {
+		return lease{}, false
+	}
+	res.Value().lent = monoNow() // the read starts after the check
+	l := c.newLease(res, true, false)
+	l.inTx = inTx
+	return l, true
+}
+
+// onServers borrows connections of n one after another, at most
+// serverTries, until accept takes one, which it returns (nil when none
+// was taken). Each it turns down is held meanwhile, so that the next
+// borrow reaches another connection (behind an endpoint, maybe another
+// server); an error of accept closes that connection and ends the
+// search. The error is the first borrow's: a later one that fails only
+// ends the search.
+func (c *Connector) onServers(ctx context.Context, n *node, accept func(p *physical) (bool, error)) (*puddle.Resource[*physical], error) {
 	var held []*puddle.Resource[*physical]
 	defer func() {
 		for _, res := range held {
@@ -199,32 +235,22 @@ func (c *Connector) checkNode(ctx context.Context, pl *plan, n *node, best *LSN)
 	for i := range c.serverTries(n) {
 		res, err := c.acquireAnother(ctx, n, i)
 		if err != nil {
-			return lease{}, false
-		}
-		c.metrics.replayChecks.Add(1)
-		replay, inTx, err := checkReplay(ctx, res.Value())
-		if err == nil {
-			n.observeOn(res.Value().srv, replay)
-			if best != nil {
-				*best = max(*best, replay)
+			if i > 0 && ctx.Err() == nil {
+				return nil, nil
 			}
-			if replay >= max(pl.need, c.needOn(pl, n)) {
-				res.Value().lent = monoNow() // the read starts after the check
-				l := c.newLease(res, true, false)
-				l.inTx = inTx
-				return l, true
-			}
+			return nil, err
 		}
-		if inTx {
-			err = endCheckTx(res.Value(), c.cfg.ProbeTimeout)
-		}
-		if err != nil {
+		ok, err := accept(res.Value())
+		switch {
+		case ok:
+			return res, nil
+		case err != nil:
 			n.pool.release(res, err)
-			return lease{}, false
+			return nil, nil
 		}
 		held = append(held, res)
 	}
-	return lease{}, false
+	return nil, nil
 }
 
 // serverTries is how many connections of n a read tries to find a server
