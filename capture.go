@@ -150,7 +150,7 @@ func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error)
 	if pv == nil {
 		return 0, t.writeErr
 	}
-	lsn, at, err := pv.n.queryLSNOnProbeConn(ctx, lsnSQL(async), c.cfg.ProbeTimeout)
+	lsn, at, err := pv.n.prober.queryLSN(ctx, lsnSQL(async), c.cfg.ProbeTimeout)
 	if err == nil && !async {
 		// The flush position, as a probe reads it: a sample of the lag
 		// tracker (the probe it may stand in for would have added one).

@@ -50,8 +50,12 @@ type Connector struct {
 	cfg       Config
 	nodes     []*node
 	mon       *monitor
-	// probe is node.probe, replaceable by unit tests.
-	probe func(context.Context, *node) *nodeStatus
+	// sharedProbes: the nodes take the process's probers (prober.go).
+	// Unit tests, which make their connectors with inner drivers of their
+	// own, get probers private to each node, where probe, when set,
+	// stands in for the probe.
+	sharedProbes bool
+	probe        func(context.Context, *node) *nodeStatus
 
 	localMarks clusterMarks
 	// capture runs the background capture of write positions, and a
@@ -82,7 +86,11 @@ var (
 // NewConnector validates cfg and returns a connector for sql.OpenDB. It does
 // not connect: the first connection (or db.Ping) discovers roles.
 func NewConnector(cfg Config) (*Connector, error) {
-	return newConnector(cfg, innerConnector)
+	c, err := newConnector(cfg, innerConnector)
+	if c != nil {
+		c.sharedProbes = true
+	}
+	return c, err
 }
 
 // newConnector lets unit tests substitute the inner driver.
@@ -102,7 +110,6 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	c.fallbacks.slots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
 	c.fallbacks.wait, c.fallbacks.metrics, c.fallbacks.log = cfg.FallbackWait, &c.metrics, c.log
 	c.hedges = hedger{budget: newHedgeBudget(cfg.MaxHedgePercent), watch: newHedgeWatch(cfg.HedgeDelay)}
-	c.probe = func(ctx context.Context, n *node) *nodeStatus { return n.probe(ctx) }
 	c.picker = cmp.Or(cfg.Picker, newPicker(cfg.Policy))
 	for i, h := range cfg.Hosts {
 		ic, err := inner(&c.cfg, h)
@@ -114,8 +121,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 			// zone with the client's stops at the pointers.
 			h.Zone = c.settings.zone
 		}
-		n := &node{idx: i, host: h, name: hostName(h), inner: ic, wakeCh: make(chan struct{}, 1), probeLock: newConnLock(),
-			fullProbes: c.cfg.ExcludeSyncStandby}
+		n := &node{idx: i, host: h, name: hostName(h), inner: ic}
 		if n.pool, err = newHostPool(n, ic, &c.cfg); err != nil {
 			return nil, err
 		}
@@ -159,6 +165,7 @@ func (c *Connector) start(ctx context.Context) error {
 // (or the first rounds found none, or ctx ends).
 func (c *Connector) awaitTopology(ctx context.Context) error {
 	c.startOnce.Do(func() {
+		c.acquireProbers()
 		mctx, cancel := context.WithCancel(context.Background())
 		c.cancel = cancel
 		c.wg.Add(1)
@@ -196,12 +203,49 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 	return nil
 }
 
+// acquireProbers gives every node its prober: the process's for its
+// address (prober.go), or one of its own (see sharedProbes).
+func (c *Connector) acquireProbers() {
+	for _, n := range c.nodes {
+		if !c.sharedProbes {
+			n.prober = newProber(n.host.Addr, n.inner, c.cfg.ExcludeSyncStandby)
+			n.prober.key = c.proberKey(n)
+			if c.probe != nil {
+				n.prober.probeFn = func(ctx context.Context) *nodeStatus { return c.probe(ctx, n) }
+			}
+			n.prober.start()
+			continue
+		}
+		n.prober = processProbers.acquire(c.proberKey(n), func() *prober {
+			return newProber(n.host.Addr, n.inner, c.cfg.ExcludeSyncStandby)
+		})
+	}
+}
+
+func (c *Connector) proberKey(n *node) proberKey {
+	return proberKey{driver: c.cfg.Driver, dsn: c.cfg.hostDSN(n.host), connectTimeout: c.cfg.ConnectTimeout,
+		timeout: c.cfg.ProbeTimeout, fullProbes: c.cfg.ExcludeSyncStandby}
+}
+
+// releaseProbers lets go of the probers (after the monitor stopped): the
+// last handle on one stops it and closes its connection.
+func (c *Connector) releaseProbers() {
+	for _, n := range c.nodes {
+		switch {
+		case n.prober == nil:
+		case n.prober.registry == nil:
+			n.prober.stop()
+		default:
+			n.prober.registry.release(n.prober)
+		}
+	}
+}
+
 // applyStatus records a probe result and logs what changed.
 func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 	prev := n.status.Load()
 	if st.err != nil {
 		st.err = nameResolveFailure(n.host.Addr, redactErr(st.err, c.cfg.Password))
-		n.failures++
 		if prev != nil {
 			// Keep the last known role and position for status and
 			// metrics ("the primary is down"); the error keeps the node
@@ -229,7 +273,6 @@ func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 		st.replayRate = float64(st.lsn-prev.lsn) / st.at.Sub(prev.at).Seconds()
 	}
 	n.status.Store(st)
-	n.failures = 0
 	n.suspect.Store(false)
 	if st.rtt > 0 {
 		n.observeRTT(st.rtt)
@@ -280,6 +323,7 @@ func (c *Connector) Close() error {
 			c.cancel()
 		}
 		c.wg.Wait()
+		c.releaseProbers()
 		c.capture.closeConn()
 		taken := 0
 		for _, n := range c.nodes {

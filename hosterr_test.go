@@ -28,7 +28,7 @@ func topologyAfter(t *testing.T, password string, errs ...error) *topology {
 	var nodes []*node
 	for i, err := range errs {
 		h := Host{Addr: fmt.Sprintf("db%d.example", i), Port: 5432}
-		n := &node{idx: i, host: h, name: hostName(h), wakeCh: make(chan struct{}, 1)}
+		n := &node{idx: i, host: h, name: hostName(h)}
 		st := &nodeStatus{role: roleReplica, err: err, sysid: 7, timeline: 1, at: time.Now()}
 		if err != nil {
 			st.role = roleUnknown

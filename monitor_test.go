@@ -52,8 +52,7 @@ func TestMonitorIdleWhileNoStatementRuns(t *testing.T) {
 // probe is younger than an idle interval; never for a replica, a failed
 // host, after a stale capture or once the last probe is that old.
 func TestCaptureStandsInForThePrimarysProbe(t *testing.T) {
-	m := &monitor{c: &Connector{cfg: Config{MonitorInterval: 250 * time.Millisecond, IdleMonitorInterval: time.Second}}}
-	n := &node{}
+	p := newProber("", nil, false)
 	now := time.Now()
 	for _, tc := range []struct {
 		name     string
@@ -70,12 +69,12 @@ func TestCaptureStandsInForThePrimarysProbe(t *testing.T) {
 		{"failed primary", &nodeStatus{role: rolePrimary, err: errNoProbeConn}, 10 * time.Millisecond, 10 * time.Millisecond, false},
 		{"never probed", nil, 10 * time.Millisecond, 10 * time.Millisecond, false},
 	} {
-		n.status.Store(tc.st)
-		n.capturedAt.Store(0)
+		p.last = tc.st
+		p.capturedAt.Store(0)
 		if tc.captured != 0 {
-			n.capturedAt.Store(now.Add(-tc.captured).UnixNano())
+			p.capturedAt.Store(now.Add(-tc.captured).UnixNano())
 		}
-		if got := m.captureStandsIn(n, now.Add(-tc.probed)); got != tc.want {
+		if got := p.captureStandsIn(now.Add(-tc.probed), 250*time.Millisecond, time.Second); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -75,10 +75,19 @@ var (
 
 func probeWith(t *testing.T, srv *fakeServer) *nodeStatus {
 	t.Helper()
-	n := &node{name: "h:5432", host: Host{Addr: "127.0.0.1"}, inner: fakeConnector{srv}}
-	st := n.probe(context.Background())
-	if n.probeConn != nil {
-		n.probeConn.Close()
+	return probeNode(&node{name: "h:5432", host: Host{Addr: "127.0.0.1"}, inner: fakeConnector{srv}})
+}
+
+// probeNode probes n once with a prober of its own, as the monitor does,
+// and closes the probe connection.
+func probeNode(n *node) *nodeStatus {
+	p := newProber(n.host.Addr, n.inner, false)
+	st := p.probe(context.Background())
+	if p.conn != nil {
+		p.conn.Close()
+	}
+	if st.err == nil {
+		st.server = n.noteServer(st.id)
 	}
 	return st
 }
@@ -166,10 +175,7 @@ func TestPrivilegeErr(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range c.nodes {
-			c.applyStatus(n, n.probe(context.Background()))
-			if n.probeConn != nil {
-				n.probeConn.Close()
-			}
+			c.applyStatus(n, probeNode(n))
 		}
 		c.publish(buildTopology(c.nodes, &c.primaryLSNs, exclude))
 		return c
@@ -218,20 +224,20 @@ func TestLightProbes(t *testing.T) {
 	primary := append([]driver.Value(nil), primarySeenByApp...)
 	primary[7] = "r1=sync"
 	srv := &fakeServer{user: "mon", row: primary}
-	n := &node{name: "h:5432", host: Host{Addr: "127.0.0.1"}, inner: fakeConnector{srv}}
+	p := newProber("127.0.0.1", fakeConnector{srv}, false)
 	defer func() {
-		if n.probeConn != nil {
-			n.probeConn.Close()
+		if p.conn != nil {
+			p.conn.Close()
 		}
 	}()
 	run := func() (*nodeStatus, []string) {
 		t.Helper()
 		sent := len(srv.queries)
-		st := n.probe(context.Background())
+		st := p.probe(context.Background())
 		if st.err != nil {
 			t.Fatal(st.err)
 		}
-		n.status.Store(st)
+		p.last = st
 		return st, srv.queries[sent:]
 	}
 	if _, q := run(); q[len(q)-1] != probe.FullSQL {

@@ -93,14 +93,19 @@ func (c *Connector) marksFor(sysid uint64) *clusterMarks {
 	if m := c.mark.Load(); m != nil && m.sysid == sysid {
 		return m.marks
 	}
-	v, _ := processWatermarks.LoadOrStore(sysid, new(clusterMarks))
-	m := &watermark{sysid: sysid, marks: v.(*clusterMarks)}
+	m := &watermark{sysid: sysid, marks: clusterMarksOf(sysid)}
 	// What this connector wrote before it knew the cluster belongs to it.
 	atomicMax(&m.marks.all, c.localMarks.all.Load())
 	atomicMax(&m.marks.shared, c.localMarks.shared.Load())
 	m.marks.capturer.CompareAndSwap(nil, c)
 	c.mark.Store(m)
 	return m.marks
+}
+
+// clusterMarksOf returns the process watermarks of cluster sysid.
+func clusterMarksOf(sysid uint64) *clusterMarks {
+	v, _ := processWatermarks.LoadOrStore(sysid, new(clusterMarks))
+	return v.(*clusterMarks)
 }
 
 // markStart raises the process watermarks, once per connector, to the

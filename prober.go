@@ -1,0 +1,478 @@
+package pgreplica
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pgreplica/pgreplica/internal/probe"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
+)
+
+// A prober watches one server address for the whole process: one probe
+// loop and one probe connection, whatever the number of handles on the
+// cluster. Every *sql.DB and pgreplicapgx.Pool opened on the same
+// connection string (an ORM's second handle, a migration tool, a health
+// checker) subscribes its node to the same prober, which probes as often
+// as its busiest subscriber needs and hands each answer to every one of
+// them. So a process costs each server one probe per interval and one
+// connection beyond its pools, not one per handle. It is the second piece
+// of package state besides the driver registration and the process
+// watermarks (watermark.go), for the same reason: what it watches is the
+// process's, not a handle's.
+var processProbers = proberRegistry{probers: map[proberKey]*prober{}}
+
+// proberKey is what makes two nodes' probes the same: the inner driver,
+// the connection string it opens (credentials included: two roles may see
+// different things), and the settings of the probe itself. How often to
+// probe is not in it: a shared prober probes as often as its busiest
+// subscriber asks.
+type proberKey struct {
+	driver                  InnerDriver
+	dsn                     string
+	connectTimeout, timeout time.Duration
+	fullProbes              bool
+}
+
+type proberRegistry struct {
+	mu      sync.Mutex
+	probers map[proberKey]*prober
+}
+
+// acquire returns the running prober for key, starting one with newProber
+// when there is none; release it when done.
+func (r *proberRegistry) acquire(key proberKey, newProber func() *prober) *prober {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.probers[key]; p != nil {
+		p.refs++
+		return p
+	}
+	p := newProber()
+	p.key, p.refs, p.registry = key, 1, r
+	r.probers[key] = p
+	p.start()
+	return p
+}
+
+// release drops a reference; the last one stops the prober and closes its
+// connection before it returns.
+func (r *proberRegistry) release(p *prober) {
+	r.mu.Lock()
+	p.refs--
+	last := p.refs == 0
+	if last {
+		delete(r.probers, p.key)
+	}
+	r.mu.Unlock()
+	if last {
+		p.stop()
+	}
+}
+
+// prober probes one address and hands every answer to its subscribers.
+type prober struct {
+	key      proberKey
+	registry *proberRegistry // nil: private to one node (unit tests)
+	refs     int             // guarded by registry.mu
+
+	addr  string // the configured host, checked to resolve to one address
+	inner driver.Connector
+	// probeFn runs one probe: p.probe, or a unit test's stand-in.
+	probeFn func(context.Context) *nodeStatus
+
+	// wakeCh asks for an early probe.
+	wakeCh chan struct{}
+	// started counts probes sent; a probe's answer carries its count
+	// (nodeStatus.seq), so a subscriber can wait for one sent after it
+	// asked (monitor.refresh).
+	started atomic.Uint64
+	// capturedAt is when a capture last read the primary's position on
+	// the probe connection (unix ns; see captureStandsIn).
+	capturedAt atomic.Int64
+
+	// mu guards subs and serialises handing answers to them.
+	mu   sync.Mutex
+	subs []subscriber
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// lock guards conn and what belongs to it (connAt, socks, failed,
+	// denied, user, pooled): the loop holds it for a probe, a capture
+	// while it borrows the connection (probeconn.go). What follows lock
+	// belongs to the loop.
+	lock   connLock
+	conn   driver.Conn
+	connAt time.Time
+	// socks are conn's sockets, closed when a probe times out.
+	socks sockets
+	// failed is why a borrowed probe connection was closed when the
+	// server did not answer in a probe's time: the next probe reports it
+	// rather than connect again first.
+	failed error
+	// denied and user are what checkPrivileges found when conn connected;
+	// pooled is set once a pooler answered on it (server.go).
+	denied probe.Fn
+	user   string
+	pooled bool
+
+	// last is the latest answer; failures counts failed probes in a row.
+	last     *nodeStatus
+	failures int
+	// lightProbes counts the light probes since the last full one;
+	// fullProbes makes every probe full (ExcludeSyncStandby needs the
+	// standbys' sync states as they are).
+	lightProbes int
+	fullProbes  bool
+}
+
+// subscriber is a node of one connector, given every answer.
+type subscriber struct {
+	n *node
+	m *monitor
+}
+
+func newProber(addr string, inner driver.Connector, fullProbes bool) *prober {
+	p := &prober{addr: addr, inner: inner, fullProbes: fullProbes, wakeCh: make(chan struct{}, 1), lock: newConnLock()}
+	p.probeFn = p.probe
+	return p
+}
+
+func (p *prober) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan struct{})
+	go func() {
+		defer close(p.done)
+		p.loop(ctx)
+	}()
+}
+
+// stop ends the loop and waits until it closed the connection.
+func (p *prober) stop() {
+	p.cancel()
+	<-p.done
+}
+
+// subscribe adds n, whose next answer will be one sent after this call:
+// a handle opened now must not start from an older view (markStart).
+func (p *prober) subscribe(n *node, m *monitor) {
+	p.mu.Lock()
+	p.subs = append(p.subs, subscriber{n: n, m: m})
+	p.mu.Unlock()
+	p.poke()
+}
+
+// unsubscribe removes n; once it returns, n gets no more answers.
+func (p *prober) unsubscribe(n *node) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, s := range p.subs {
+		if s.n == n {
+			p.subs = append(p.subs[:i:i], p.subs[i+1:]...)
+			return
+		}
+	}
+}
+
+// poke asks for an early probe without blocking.
+func (p *prober) poke() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (p *prober) loop(ctx context.Context) {
+	defer func() {
+		p.lock.lock(context.Background()) // a capture ends within a probe timeout
+		if p.conn != nil {
+			p.conn.Close()
+			p.conn = nil
+		}
+		p.lock.unlock()
+	}()
+	var probed time.Time // when the last probe was sent
+	poked := true        // the first probe goes at once
+	for {
+		wait, busy, idle := p.intervals()
+		if poked || !p.captureStandsIn(probed, busy, idle) {
+			probed = time.Now()
+			if !p.probeOnce(ctx) {
+				return
+			}
+		}
+		if p.failures > 1 {
+			// Banned: probe a failing host less often, up to a cap.
+			wait = min(wait<<min(p.failures-1, 10), maxProbeBackoff)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+			poked = false
+		case <-p.wakeCh:
+			t.Stop()
+			poked = true
+		}
+	}
+}
+
+// intervals returns how long to wait for the next probe (the shortest any
+// subscriber asks: MonitorInterval while its statements run, its
+// IdleMonitorInterval while they do not) and the shortest of each setting.
+func (p *prober) intervals() (wait, busy, idle time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.subs) == 0 {
+		return defaultMonitorInterval, defaultMonitorInterval, defaultMonitorInterval
+	}
+	for i, s := range p.subs {
+		cfg := &s.m.c.cfg
+		w := cfg.MonitorInterval
+		if s.m.idleFor() >= cfg.MonitorInterval {
+			w = cfg.IdleMonitorInterval
+		}
+		if i == 0 {
+			wait, busy, idle = w, cfg.MonitorInterval, cfg.IdleMonitorInterval
+			continue
+		}
+		wait, busy, idle = min(wait, w), min(busy, cfg.MonitorInterval), min(idle, cfg.IdleMonitorInterval)
+	}
+	return wait, busy, idle
+}
+
+// captureStandsIn reports whether the primary's probe due now may be left
+// out: a capture read the primary's position on the probe connection
+// within the last interval (statements run, so traffic shows the primary
+// answering, and the capture's position is a sample of the lag tracker,
+// as the probe's would be), and the last probe was sent less than an
+// idle interval ago: role, timeline and the rest are still read that
+// often. A poke (a failed statement, a refresh) always probes.
+func (p *prober) captureStandsIn(probed time.Time, busy, idle time.Duration) bool {
+	prev := p.last
+	if prev == nil || prev.err != nil || prev.role != rolePrimary {
+		return false
+	}
+	now := time.Now()
+	at := p.capturedAt.Load()
+	return now.Sub(probed) < idle && at != 0 && time.Duration(now.UnixNano()-at) < busy
+}
+
+// probeOnce probes once and hands the answer to every subscriber; false:
+// the prober is stopping.
+func (p *prober) probeOnce(ctx context.Context) bool {
+	// A probe of the primary reads its position after every write
+	// that took a ticket before it was sent: it covers them for free.
+	var marks *clusterMarks
+	var ticket uint64
+	if prev := p.last; prev != nil && prev.role == rolePrimary && prev.err == nil && prev.sysid != 0 {
+		marks = clusterMarksOf(prev.sysid)
+		ticket = marks.issued.Load()
+	}
+	// A probe on the open connection gets ProbeTimeout: a host that
+	// stops answering is down that long after the probe was sent. The
+	// timeout closes the socket, because lib/pq answers a cancelled
+	// context by asking the server to cancel, which a frozen server
+	// never does. A capture borrowing the connection is waited for
+	// (it too ends within ProbeTimeout).
+	if p.lock.lock(ctx) != nil {
+		return false
+	}
+	timeout := p.key.timeout
+	if p.conn == nil {
+		timeout += p.key.connectTimeout
+	}
+	seq := p.started.Add(1)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	stop := context.AfterFunc(pctx, func() { p.socks.close() })
+	st := p.probeFn(pctx)
+	if !stop() {
+		if p.conn != nil {
+			p.conn.Close() // its socket may be closed
+			p.conn = nil
+		}
+		if st.err != nil && ctx.Err() == nil {
+			st.err = fmt.Errorf("no answer to the probe within %v: %w", timeout, st.err)
+		}
+	}
+	cancel()
+	st.seq, st.pooled = seq, p.pooled
+	p.lock.unlock()
+	if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {
+		// pg_current_wal_flush_lsn() is past every synchronous commit
+		// that returned before the probe.
+		marks.cover(ticket, reachableLSN(st.lsn))
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	if st.err != nil {
+		p.failures++
+	} else {
+		p.failures = 0
+	}
+	p.last = st
+	p.mu.Lock()
+	for _, s := range p.subs {
+		s.m.apply(s.n, st)
+	}
+	p.mu.Unlock()
+	return true
+}
+
+// fullProbeEvery: one probe in so many asks everything (on a fresh
+// connection and after a failure, every probe does): a new sync standby
+// shows within 2 s while statements run, 8 s while idle.
+const fullProbeEvery = 8
+
+// probe runs probe.Query on the probe connection, connecting first when
+// there is none.
+func (p *prober) probe(ctx context.Context) *nodeStatus {
+	reused := p.conn != nil
+	st, err := p.probeConn(ctx)
+	if err != nil && p.conn != nil {
+		p.conn.Close()
+		p.conn = nil
+	}
+	restarted := false
+	if err != nil && reused && sqlstate.ConnLost(err) && ctx.Err() == nil {
+		// The connection died since the last probe (a restart): what
+		// the host says to a new one is its state now, and the cause
+		// worth reporting ("connection refused" rather than lib/pq's
+		// "bad connection").
+		restarted = true
+		st, err = p.probeConn(ctx)
+		if err != nil && p.conn != nil {
+			p.conn.Close()
+			p.conn = nil
+		}
+	}
+	if err != nil {
+		return &nodeStatus{err: err, at: time.Now()}
+	}
+	// A server back from a restart may have replayed less than it had
+	// (crash recovery stops at its last restartpoint's consistent point):
+	// what was known of its replay must be forgotten, as after a failed
+	// probe.
+	st.restarted = st.restarted || restarted
+	return st
+}
+
+func (p *prober) probeConn(ctx context.Context) (*nodeStatus, error) {
+	fresh := p.conn == nil
+	if err := p.failed; err != nil {
+		p.failed = nil
+		return nil, err
+	}
+	if fresh {
+		if err := checkSingleAddress(ctx, p.addr, net.DefaultResolver.LookupHost); err != nil {
+			return nil, err
+		}
+		p.socks.reset()
+		c, err := p.inner.Connect(context.WithValue(ctx, socketsKey{}, &p.socks))
+		if err != nil {
+			return nil, err
+		}
+		p.conn, p.connAt = c, time.Now()
+		// Grants on functions change rarely: checked once per connection
+		// (a failed probe reconnects, and so checks again).
+		if p.denied, p.user, err = checkPrivileges(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	if req := p.denied & probe.RequiredFns; req != 0 {
+		return nil, deniedError(p.user, req)
+	}
+	prev := p.last
+	if fresh || p.fullProbes || prev == nil || prev.err != nil || p.lightProbes >= fullProbeEvery-1 {
+		p.lightProbes = 0
+		return p.ask(ctx, fresh, nil)
+	}
+	st, err := p.ask(ctx, fresh, prev)
+	if err == nil && st == nil {
+		// The role or the server changed: what was left out may have.
+		p.lightProbes = 0
+		return p.ask(ctx, fresh, nil)
+	}
+	p.lightProbes++
+	return st, err
+}
+
+// ask runs one probe: a full one, or, given the previous answer, a light
+// one that takes the system identifier and the standbys from it. A light
+// probe that finds another role or another server returns nil: ask again,
+// fully.
+func (p *prober) ask(ctx context.Context, fresh bool, prev *nodeStatus) (*nodeStatus, error) {
+	light := prev != nil
+	// The round trip is timed without connection setup, which would
+	// skew the latency policy's EWMA.
+	start := time.Now()
+	query := probe.FullSQL
+	switch {
+	case p.denied != 0:
+		query = probe.Query(p.denied, light)
+	case light:
+		query = probe.LightSQL
+	}
+	rows, err := queryInner(ctx, p.conn, query, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	vals := make([]driver.Value, probe.Columns)
+	if err := rows.Next(vals); err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	st := &nodeStatus{role: rolePrimary, sent: start, connSince: p.connAt, denied: p.denied, user: p.user}
+	if !fresh {
+		// The first query on a new connection also prepares the statement:
+		// not a round trip worth comparing.
+		st.rtt = time.Since(start)
+	}
+	// The server ran the query about half a round trip ago: lag samples
+	// of different hosts compare better at that moment than at arrival.
+	st.at = start.Add(time.Since(start) / 2)
+	a, err := probe.Parse(vals)
+	if err != nil {
+		return nil, err
+	}
+	if light {
+		a.Server.Sysid = prev.sysid // left out of a light probe
+	}
+	if a.Replica {
+		st.role = roleReplica
+	}
+	st.lsn, st.receive, st.paused, st.timeline = LSN(a.LSN), LSN(a.Receive), a.Paused, a.Timeline
+	st.sysid, st.asyncDefault, st.applyDelay = a.Server.Sysid, a.AsyncDefault, a.ApplyDelay
+	st.id = serverIDOf(a.Server)
+	if light && (st.role != prev.role || prev.id.sameServer(st.id) && prev.id.started != st.id.started) {
+		return nil, nil // a failover or a restart: ask everything
+	}
+	if prev := p.last; prev != nil && prev.err == nil && prev.id.sameServer(st.id) && prev.id.started != st.id.started {
+		// The server restarted behind a connection that survived it (a
+		// pooler's): seen here, without a failed probe.
+		st.restarted = true
+	}
+	if fresh && a.PID != 0 {
+		if wire := newWire(p.conn).backendPID(); wire != 0 && wire != a.PID {
+			p.pooled = true // a pooler answered: see server.go
+		}
+	}
+	st.statsHidden = !a.StatsVisible
+	if st.role == roleReplica {
+		st.receiver, st.appName = a.Receiver, a.AppName
+		st.receiverHidden = a.ReceiverHidden || p.denied&probe.FnWalReceiver != 0
+	} else if light {
+		st.syncStates = prev.syncStates
+	} else {
+		st.syncStates = a.SyncStates
+	}
+	return st, nil
+}
