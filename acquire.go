@@ -82,20 +82,26 @@ func (c *Connector) acquire(ctx context.Context, pl *plan, st *statement) (l lea
 		l, err = c.fallBack(ctx, pl, errConflicts)
 		return l, false, err
 	}
+	inFlight := st.guard != nil || st.inFlight
 	if pl.pending != 0 {
-		if l, ok, err := c.readAfterWrite(ctx, pl); ok || err != nil {
+		if l, ok, err := c.readAfterWrite(ctx, pl, inFlight); ok || err != nil {
 			return l, false, err
 		}
 		if !pl.at.IsZero() {
 			pl.at = time.Now() // the wait for a replica starts now
 		}
 	}
-	if (st.guard != nil || st.inFlight) && pl.unproven() {
+	if inFlight && pl.unproven() {
 		if l, ran, err = c.readInFlight(ctx, pl, st); ran || err != nil {
 			return l, ran, err
 		}
 		if pl.onPrimary || pl.conflicted {
 			return c.acquire(ctx, pl, st) // retry sent it to the primary
+		}
+	}
+	if pl.later != nil {
+		if err := c.settleLater(ctx, pl); err != nil {
+			return lease{}, false, err
 		}
 	}
 	first := pl.tried == 0

@@ -63,13 +63,17 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Cla
 	}
 	p := l.p
 	p.note(cls)
+	want := pgxroute.Need{At: uint64(need)}
+	if pl.later != nil {
+		want.Later = pl.later
+	}
 	var replayed uint64
 	if fq != nil {
 		var r LSN
-		r, err = fq.run(p, need)
+		r, err = fq.run(p, want)
 		replayed = uint64(r)
 	} else {
-		replayed, err = guarded.RunGuarded(pgxConnOf(p), uint64(need))
+		replayed, err = guarded.RunGuarded(pgxConnOf(p), want)
 	}
 	if errors.Is(err, errNoFlight) {
 		l.release(nil)
@@ -82,6 +86,9 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Cla
 	switch {
 	case err == nil:
 		l.known = max(l.known, LSN(replayed))
+		if pl.later != nil {
+			c.settleLater(ctx, pl) // read: the flight's check waited for it
+		}
 		if pl.tokened() {
 			c.metrics.tokenedReads.Add(1)
 			c.metrics.wait.Observe(pl.waited())
@@ -157,9 +164,9 @@ const flightDescs = 128
 
 // run sends the check and the query on p in one flight and reads up to
 // the query's first row. It returns the replay position the check read,
-// and pgxroute.ErrBehind, having handed out nothing, when it is below
-// need.
-func (q *flightQuery) run(p *physical, need LSN) (LSN, error) {
+// and pgxroute.ErrBehind, having handed out nothing, when it does not
+// meet need.
+func (q *flightQuery) run(p *physical, need pgxroute.Need) (LSN, error) {
 	w, ok := p.wire.(*pgxWire)
 	if !ok {
 		return 0, errNoFlight
@@ -210,7 +217,7 @@ func (q *flightQuery) run(p *physical, need LSN) (LSN, error) {
 	if err != nil {
 		return 0, errors.Join(err, pipe.Close())
 	}
-	if replayed < need {
+	if !need.Met(uint64(replayed)) {
 		return replayed, errors.Join(pgxroute.ErrBehind, pipe.Close())
 	}
 	res, err := pipe.GetResults()

@@ -36,6 +36,10 @@ type plan struct {
 	// primary is pending, which is resolved, never sent to the primary).
 	pending        uint64
 	pendingWriteAt time.Time
+	// later is that write's position being read beside the read's flight
+	// (readAfterWrite): need holds the marks from before it until
+	// settleLater.
+	later *laterPos
 	// maxLag and maxLagBytes bound replicas' lag for reads without a
 	// position: Config.MaxLag/MaxLagBytes, or the context's staleness.
 	maxLag      time.Duration

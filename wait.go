@@ -20,8 +20,12 @@ import (
 // is free (ok): no replica can have a write that young. Otherwise it reads
 // the position (sharing the statement with concurrent readers and the
 // background capture, which a loaded machine may have delayed) and lets
-// the read look for a replica that has it.
-func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok bool, err error) {
+// the read look for a replica that has it. A read that can carry its
+// replay check in its own flight (beside) does not wait for the
+// position: it is read on the primary while the read flies to a replica,
+// and the check compares the two (laterPos), so the read takes one round
+// trip, not two.
+func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
 	m := c.marksOf(pl.topo)
 	if m.covered.Load() < pl.pending {
 		young := !pl.pendingWriteAt.IsZero() && time.Since(pl.pendingWriteAt) < youngWrite
@@ -33,6 +37,12 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok b
 				}
 				c.fallbacks.release() // no primary now: prove a replica fresh
 			}
+		}
+		if beside {
+			pl.later = c.readBeside(ctx, m, pl.pending, pl.waitDeadline(ctx))
+			pl.need = max(pl.need, LSN(m.all.Load()))
+			pl.pending, pl.fresh = 0, 0
+			return lease{}, false, nil
 		}
 		if err := c.resolveUntil(ctx, m, pl.pending, pl.waitDeadline(ctx)); err != nil {
 			if ctx.Err() != nil {
@@ -49,6 +59,56 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan) (l lease, ok b
 	pl.pending = 0
 	pl.fresh = pl.replicas(true)
 	return lease{}, false, nil
+}
+
+// laterPos is a write's position read on the primary beside the flight
+// of a read that needs it (readAfterWrite).
+type laterPos struct {
+	done chan struct{}
+	err  error
+	m    *clusterMarks
+}
+
+// readBeside starts reading the position of ticket, as resolveUntil does,
+// while the caller sends its read.
+func (c *Connector) readBeside(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) *laterPos {
+	lp := &laterPos{done: make(chan struct{}), m: m}
+	go func() {
+		defer close(lp.done)
+		lp.err = c.resolveUntil(ctx, m, ticket, deadline)
+	}()
+	return lp
+}
+
+// Wait returns the position once read (pgxroute.Later): the marks, which
+// then cover the write.
+func (lp *laterPos) Wait() (uint64, bool) {
+	<-lp.done
+	return lp.m.all.Load(), lp.err == nil
+}
+
+// settleLater waits for the position read beside the read's flight and
+// makes it the plan's, as readAfterWrite does when it reads it first.
+func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
+	lp := pl.later
+	pl.later = nil
+	select {
+	case <-lp.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if lp.err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The position cannot be read (no primary during a failover):
+		// no replica can be proven to have the write.
+		pl.fresh, pl.need = 0, ^LSN(0)>>1
+		return nil
+	}
+	pl.need = max(pl.need, LSN(lp.m.all.Load()))
+	pl.fresh = pl.replicas(true)
+	return nil
 }
 
 // youngWrite is the age under which a write is taken to be on no replica

@@ -59,7 +59,7 @@ func (o *batchOp) Run(c *pgx.Conn) error {
 // anyone (the statements' callbacks do not run), closes them and reports
 // pgxroute.ErrBehind. Otherwise the caller reads the batch's own results
 // as if it had been sent alone.
-func (o *batchOp) RunGuarded(c *pgx.Conn, need uint64) (uint64, error) {
+func (o *batchOp) RunGuarded(c *pgx.Conn, need pgxroute.Need) (uint64, error) {
 	// Copies of the caller's queued queries: pgx records in each the
 	// statement it prepared on this connection, and a batch sent again
 	// elsewhere (this replica was behind) must not carry that.
@@ -74,7 +74,7 @@ func (o *batchOp) RunGuarded(c *pgx.Conn, need uint64) (uint64, error) {
 		br.Close()
 		return 0, err
 	}
-	if uint64(replayed) < need {
+	if !need.Met(uint64(replayed)) {
 		for range o.b.QueuedQueries {
 			if _, err := br.Exec(); err != nil {
 				break

@@ -33,9 +33,9 @@ func (o *txOp) Run(c *pgx.Conn) (err error) {
 // BeginTx would cost a round trip of its own, so the transaction is the
 // handle's (replicaTx). When the replica has not replayed need, the
 // transaction is rolled back and it reports pgxroute.ErrBehind.
-func (o *txOp) RunGuarded(c *pgx.Conn, need uint64) (uint64, error) {
+func (o *txOp) RunGuarded(c *pgx.Conn, need pgxroute.Need) (uint64, error) {
 	replayed, err := beginChecked(o.ctx, c.PgConn(), beginSQL(o.opts))
-	if err == nil && uint64(replayed) < need {
+	if err == nil && !need.Met(uint64(replayed)) {
 		err = pgxroute.ErrBehind
 	}
 	if err != nil {

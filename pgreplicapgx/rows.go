@@ -63,7 +63,7 @@ func (r *rows) Discard() {
 }
 
 // RunGuarded is startGuarded (pgxroute.GuardedOp).
-func (r *rows) RunGuarded(c *pgx.Conn, need uint64) (uint64, error) {
+func (r *rows) RunGuarded(c *pgx.Conn, need pgxroute.Need) (uint64, error) {
 	return r.startGuarded(r.ctx, c, r.sql, r.args, need)
 }
 
@@ -84,7 +84,7 @@ const replaySQL = "SELECT pg_last_wal_replay_lsn()::text"
 // replica has not replayed need, it closes everything and reports
 // pgxroute.ErrBehind (the query ran on the replica, read-only, and its
 // rows are dropped).
-func (r *rows) startGuarded(ctx context.Context, c *pgx.Conn, sql string, args []any, need uint64) (uint64, error) {
+func (r *rows) startGuarded(ctx context.Context, c *pgx.Conn, sql string, args []any, need pgxroute.Need) (uint64, error) {
 	b := &pgx.Batch{}
 	b.Queue(replaySQL)
 	b.Queue(sql, args...)
@@ -94,7 +94,7 @@ func (r *rows) startGuarded(ctx context.Context, c *pgx.Conn, sql string, args [
 		br.Close()
 		return 0, err
 	}
-	if uint64(replayed) < need {
+	if !need.Met(uint64(replayed)) {
 		return uint64(replayed), errors.Join(pgxroute.ErrBehind, br.Close())
 	}
 	inner, err := br.Query()

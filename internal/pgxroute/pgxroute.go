@@ -70,14 +70,43 @@ type OpFunc func(c *pgx.Conn) error
 func (f OpFunc) Run(c *pgx.Conn) error { return f(c) }
 
 // GuardedOp is the Op of a Query, a Batch or a ReadOnlyTx that can also
-// run in the same flight as a check that the replica has replayed need.
+// run in the same flight as a check that the replica has replayed need
+// (Need.Met).
 // The router uses RunGuarded on a replica whose known replay position
 // cannot prove it fresh, instead of a check of its own before the read (a
 // round trip). It returns the replay position the check read, and
 // ErrBehind (having run nothing the caller sees) when it is below need.
 type GuardedOp interface {
 	Op
-	RunGuarded(c *pgx.Conn, need uint64) (replayed uint64, err error)
+	RunGuarded(c *pgx.Conn, need Need) (replayed uint64, err error)
+}
+
+// Need is the replay position a guarded read must find: At, and, when
+// Later is set, the position of a write that is still being read on the
+// primary while the read is in flight to the replica (both take one round
+// trip, side by side, instead of one after the other).
+type Need struct {
+	At    uint64
+	Later Later
+}
+
+// Later is a position being read; Wait returns it once read (ok false: it
+// could not be read, and the read cannot be proven on any replica).
+type Later interface {
+	Wait() (lsn uint64, ok bool)
+}
+
+// Met reports whether a replica whose replay position is replayed has
+// what the read needs, waiting for Later when replayed reaches At.
+func (n Need) Met(replayed uint64) bool {
+	if replayed < n.At {
+		return false
+	}
+	if n.Later == nil {
+		return true
+	}
+	l, ok := n.Later.Wait()
+	return ok && replayed >= l
 }
 
 // HedgeOp is the Op of a Query whose read may also be sent to a second
