@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
+	"github.com/pgreplica/pgreplica/internal/pgxflight"
 )
 
 // The seam to the inner drivers, the only code that knows which one it
@@ -69,7 +70,7 @@ type wire interface {
 func newWire(c driver.Conn) wire {
 	if sc, ok := c.(*stdlib.Conn); ok {
 		pc := sc.Conn()
-		return &pgxWire{conn: pc, mode: pc.Config().DefaultQueryExecMode}
+		return &pgxWire{conn: pc, descs: pgxflight.Descriptions{Mode: pc.Config().DefaultQueryExecMode}}
 	}
 	if isPqConn(c) {
 		return newPqWire(c)
