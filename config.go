@@ -1,16 +1,19 @@
 package pgreplica
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/dsnopt"
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
 // Configuration: Config and the types of its fields (Host, InnerDriver,
-// the enumerations' values). config_check.go fills in its defaults and
-// validates it, dsn.go reads it from a DSN, settings.go copies what every
-// statement reads.
+// the enumerations, with the names the DSN gives their values and their
+// text forms). config_check.go fills in its defaults and validates it,
+// dsn.go reads it from a DSN, settings.go copies what every statement
+// reads.
 
 // Host is one PostgreSQL server of the cluster. Its role (primary or
 // replica) is discovered, never configured.
@@ -233,3 +236,83 @@ const (
 	PolicyLeastLag
 	PolicyLatency // EWMA round-trip time window, then power of two choices
 )
+
+// The names the DSN gives the enumerations' values.
+var (
+	driverNames         = []dsnopt.Name[InnerDriver]{{Name: "pgx", V: DriverPgx}, {Name: "pq", V: DriverPq}}
+	consistencyNames    = []dsnopt.Name[Consistency]{{Name: "process", V: ConsistencyProcess}, {Name: "eventual", V: ConsistencyEventual}, {Name: "primary", V: ConsistencyPrimary}}
+	fallbackNames       = []dsnopt.Name[Fallback]{{Name: "primary", V: FallbackPrimary}, {Name: "error", V: FallbackError}, {Name: "stale", V: FallbackStale}}
+	readAfterWriteNames = []dsnopt.Name[ReadAfterWrite]{{Name: "primary", V: ReadAfterWritePrimary}, {Name: "replica", V: ReadAfterWriteReplica}}
+	policyNames         = []dsnopt.Name[Policy]{{Name: "round_robin", V: PolicyRoundRobin}, {Name: "random", V: PolicyRandom}, {Name: "least_lag", V: PolicyLeastLag}, {Name: "latency", V: PolicyLatency}}
+)
+
+// The enumerations of Config print as the names the DSN takes and parse
+// back from them (encoding.TextMarshaler and TextUnmarshaler, so they work
+// with flag.TextVar, JSON and YAML configuration as well).
+
+func (c Consistency) String() string { return enumString(consistencyNames, c) }
+
+// MarshalText returns the DSN's name for c.
+func (c Consistency) MarshalText() ([]byte, error) { return enumText(consistencyNames, c) }
+
+// UnmarshalText parses a name the DSN option pgreplica_default takes.
+func (c *Consistency) UnmarshalText(b []byte) error {
+	return enumParse(c, consistencyNames, "consistency", b)
+}
+
+// String returns "default" for FallbackDefault and the DSN's name for the
+// others.
+func (f Fallback) String() string { return enumString(fallbackTextNames, f) }
+
+// MarshalText returns the DSN's name for f ("default" for FallbackDefault).
+func (f Fallback) MarshalText() ([]byte, error) { return enumText(fallbackTextNames, f) }
+
+// UnmarshalText parses a name the DSN option pgreplica_fallback takes, or
+// "default".
+func (f *Fallback) UnmarshalText(b []byte) error {
+	return enumParse(f, fallbackTextNames, "fallback", b)
+}
+
+func (p Policy) String() string { return enumString(policyNames, p) }
+
+// MarshalText returns the DSN's name for p.
+func (p Policy) MarshalText() ([]byte, error) { return enumText(policyNames, p) }
+
+// UnmarshalText parses a name the DSN option pgreplica_policy takes.
+func (p *Policy) UnmarshalText(b []byte) error { return enumParse(p, policyNames, "policy", b) }
+
+func (r ReadAfterWrite) String() string { return enumString(readAfterWriteNames, r) }
+
+// MarshalText returns the DSN's name for r.
+func (r ReadAfterWrite) MarshalText() ([]byte, error) { return enumText(readAfterWriteNames, r) }
+
+// UnmarshalText parses a name the DSN option pgreplica_read_after_write
+// takes.
+func (r *ReadAfterWrite) UnmarshalText(b []byte) error {
+	return enumParse(r, readAfterWriteNames, "read-after-write choice", b)
+}
+
+// fallbackTextNames adds FallbackDefault, which Config and contexts take
+// but the DSN does not.
+var fallbackTextNames = append([]dsnopt.Name[Fallback]{{Name: "default", V: FallbackDefault}}, fallbackNames...)
+
+func enumString[T ~int](names []dsnopt.Name[T], v T) string {
+	if s, ok := dsnopt.NameOf(names, v); ok {
+		return s
+	}
+	return fmt.Sprintf("%T(%d)", v, v) // %d: %v would call String again
+}
+
+func enumText[T ~int](names []dsnopt.Name[T], v T) ([]byte, error) {
+	if s, ok := dsnopt.NameOf(names, v); ok {
+		return []byte(s), nil
+	}
+	return nil, fmt.Errorf("%w: no name for %T(%d)", ErrBadConfig, v, v)
+}
+
+func enumParse[T ~int](p *T, names []dsnopt.Name[T], what string, b []byte) error {
+	if err := dsnopt.Enum(p, names).Set(string(b)); err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrBadConfig, what, b, err)
+	}
+	return nil
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/dsnopt"
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
@@ -76,7 +77,7 @@ func (c Config) validate() error {
 	switch c.Driver {
 	case "", DriverPgx, DriverPq:
 	default:
-		return newDSNError(ErrUnknownOption, "inner driver %q; valid drivers: %s", string(c.Driver), dsnEnumList(driverNames))
+		return newDSNError(ErrUnknownOption, "inner driver %q; valid drivers: %s", string(c.Driver), dsnopt.List(driverNames))
 	}
 	if c.MaxConnsPerHost < 0 {
 		return errBadConfigf("MaxConnsPerHost is %d; want > 0, or 0 for the default %d", c.MaxConnsPerHost, defaultMaxConnsPerHost)
@@ -108,10 +109,10 @@ func (c Config) validate() error {
 			return errBadConfigf("%s is %v; want >= 0 (0 selects the default)", d.name, d.v)
 		}
 	}
-	if !isNamed(c.DefaultConsistency, consistencyNames) {
+	if !dsnopt.Named(consistencyNames, c.DefaultConsistency) {
 		return errBadConfigf("DefaultConsistency is %d; want ConsistencyProcess, ConsistencyEventual or ConsistencyPrimary", int(c.DefaultConsistency))
 	}
-	if c.Fallback != FallbackDefault && !isNamed(c.Fallback, fallbackNames) {
+	if c.Fallback != FallbackDefault && !dsnopt.Named(fallbackNames, c.Fallback) {
 		return errBadConfigf("Fallback is %d; want FallbackDefault, FallbackPrimary, FallbackError or FallbackStale", int(c.Fallback))
 	}
 	if c.StaleFallbackLag < 0 {
@@ -120,10 +121,10 @@ func (c Config) validate() error {
 	if len(c.Hosts) > maxHosts {
 		return errBadConfigf("%d hosts; at most %d are supported", len(c.Hosts), maxHosts)
 	}
-	if !isNamed(c.ReadAfterWrite, readAfterWriteNames) {
+	if !dsnopt.Named(readAfterWriteNames, c.ReadAfterWrite) {
 		return errBadConfigf("ReadAfterWrite is %d; want ReadAfterWritePrimary or ReadAfterWriteReplica", int(c.ReadAfterWrite))
 	}
-	if !isNamed(c.Policy, policyNames) {
+	if !dsnopt.Named(policyNames, c.Policy) {
 		return errBadConfigf("Policy is %d; want PolicyRoundRobin, PolicyRandom, PolicyLeastLag or PolicyLatency", int(c.Policy))
 	}
 	if strings.IndexByte(c.User, 0) >= 0 {
@@ -156,10 +157,4 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
-}
-
-// isNamed reports whether v is one of the values names lists (the values a
-// DSN can spell).
-func isNamed[T comparable](v T, names []dsnEnumName[T]) bool {
-	return slices.ContainsFunc(names, func(n dsnEnumName[T]) bool { return n.v == v })
 }
