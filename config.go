@@ -11,9 +11,9 @@ import (
 
 // Configuration: Config and the types of its fields (Host, InnerDriver,
 // the enumerations, with the names the DSN gives their values and their
-// text forms). config_check.go fills in its defaults and validates it,
-// dsn.go reads it from a DSN, settings.go copies what every statement
-// reads.
+// text forms), and the settings every statement reads, copied from it.
+// config_check.go fills in its defaults and validates it, dsn.go reads it
+// from a DSN.
 
 // Host is one PostgreSQL server of the cluster. Its role (primary or
 // replica) is discovered, never configured.
@@ -315,4 +315,23 @@ func enumParse[T ~int](p *T, names []dsnopt.Name[T], what string, b []byte) erro
 		return fmt.Errorf("%w: %s %q: %w", ErrBadConfig, what, b, err)
 	}
 	return nil
+}
+
+// settings are the values of Config that every statement reads, copied
+// together into one cache line when the connector is made (Config spreads
+// them over five): what decide reads, and the hedge delay.
+type settings struct {
+	waitBudget, maxLag, hedgeDelay time.Duration
+	maxLagBytes                    uint64
+	zone                           string
+	consistency                    Consistency
+	fallback                       Fallback
+}
+
+func settingsOf(cfg *Config) settings {
+	return settings{
+		waitBudget: cfg.WaitBudget, maxLag: cfg.MaxLag, hedgeDelay: cfg.HedgeDelay,
+		maxLagBytes: cfg.MaxLagBytes, zone: cfg.Zone,
+		consistency: cfg.DefaultConsistency, fallback: cfg.Fallback,
+	}
 }
