@@ -54,7 +54,7 @@ type statement struct {
 	hedge pgxroute.HedgeOp
 	// guard is the pgx handle's operation when it may carry its replay
 	// check in its own flight; inFlight says the query itself may
-	// (flightread.go). A read whose replica is not known fresh then runs
+	// (replaycheck.go). A read whose replica is not known fresh then runs
 	// so, once its position is known (acquire).
 	guard    pgxroute.GuardedOp
 	inFlight bool

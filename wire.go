@@ -66,7 +66,7 @@ type wire interface {
 	backendPID() uint32
 	// beginChecked begins a read-only transaction on p and reads the
 	// replay position in it, so that what runs next in that transaction
-	// runs on the server that answered (pooledcheck.go).
+	// runs on the server that answered (replaycheck.go).
 	beginChecked(ctx context.Context, p *physical) (LSN, error)
 }
 

@@ -16,7 +16,7 @@ import (
 // pgx: its connector (pgx's stdlib, dialing through pgx's own function
 // plus noteSocket) and its wire, which reaches the protocol underneath
 // database/sql. Its reads that carry their check in their own flight are
-// in flightread.go.
+// in replaycheck.go.
 
 // pgxConnector is pgx's connector for host h, dialing through pgx's own
 // dial function plus noteSocket.
@@ -41,7 +41,7 @@ func pgxConnector(cfg *Config, h Host, dsn string) (driver.Connector, error) {
 type pgxWire struct {
 	conn *pgx.Conn
 	// descs are the descriptions of the statements its reads in flight
-	// sent, and its query mode (flightread.go).
+	// sent, and its query mode (replaycheck.go).
 	descs pgxflight.Descriptions
 }
 
