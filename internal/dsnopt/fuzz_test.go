@@ -1,9 +1,6 @@
 package dsnopt
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // Any text a DSN holds either sets a value or is refused; a value set
 // prints as text that sets the same value again.
@@ -12,22 +9,8 @@ func FuzzValues(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		var (
-			n    int
-			d    time.Duration
-			b    bool
-			u    uint64
-			c    color
-			vals = []func() Value{
-				func() Value { return Int{P: &n, Min: 1, Max: 100} },
-				func() Value { return Duration{P: &d, Rule: NonZero} },
-				func() Value { return Bool{P: &b} },
-				func() Value { return Bytes{P: &u} },
-				func() Value { return Enum(&c, colorNames) },
-			}
-		)
-		for _, mk := range vals {
-			v := mk()
+		var x targets
+		for _, v := range []Value{Int{P: &x.n, Min: 1, Max: 100}, Duration{P: &x.d, Rule: NonZero}, Bool{P: &x.b}, Bytes{P: &x.u}, Enum(&x.c, colorNames)} {
 			if v.Set(in) != nil {
 				continue
 			}
