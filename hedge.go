@@ -19,7 +19,9 @@ import (
 // replica that satisfies the same plan; the first answer wins and the
 // other attempt is cut off (its socket closed: a frozen server answers no
 // cancel request). Hedges are bounded by a budget, so a cluster that is
-// slow everywhere is not doubled in load.
+// slow everywhere is not doubled in load. Here: the hedger (the budget,
+// each node's answer time, each connection's hedge slot) and the watch
+// goroutine that sends the hedges that are due.
 
 // errHedgeLost ends the connection of the attempt that lost the race: its
 // socket was closed, or its answer was not wanted.
