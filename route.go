@@ -62,7 +62,7 @@ type statement struct {
 
 // route runs st on a connection the plan allows and returns the lease it
 // succeeded on. A read that failed before returning anything is sent
-// again where it can succeed (retry.go). A query outside a transaction
+// again where it can succeed (retry, below). A query outside a transaction
 // whose replica is slow to answer is hedged (hedge.go). A write is never
 // sent twice.
 func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(ctx context.Context, p *physical) error) (lease, error) {
@@ -287,7 +287,7 @@ func (c *Connector) avoidConflicts(pl *plan, query string) {
 // next run of each goes to the primary at once: those a replica refused as
 // writes (SQLSTATE 25006, "cannot execute … in a read-only transaction")
 // although the classifier took them for reads, kept for good, and those
-// that kept conflicting with replay (retry.go), kept for conflictMemory.
+// that kept conflicting with replay (retry), kept for conflictMemory.
 // A bounded set of statement texts, read lock-free on every query and
 // written rarely (copy on write); when full it starts over: a forgotten
 // statement only costs one more retry.
