@@ -5,8 +5,13 @@ import (
 	"database/sql/driver"
 	"errors"
 
+	"github.com/pgreplica/pgreplica/internal/innerrows"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
+
+// The virtual connection database/sql pools (conn), its statements
+// outside a transaction, and the rows of its queries (leasedRows,
+// capturingRows).
 
 // conn is the virtual connection database/sql pools. It holds no socket:
 // each statement borrows a physical connection from the host the router
@@ -140,7 +145,7 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtclass.Class, ar
 		return cn.stickyRows(&pl, l.p, rows), nil
 	}
 	lr := &leasedRows{pl: pl, l: l}
-	lr.Rows, lr.after = rows, lr
+	lr.Rows.Rows, lr.After = rows, lr
 	return lr, nil
 }
 
@@ -172,8 +177,39 @@ func (cn *conn) stickyRows(pl *plan, p *physical, rows driver.Rows) driver.Rows 
 		return rows
 	}
 	cr := &capturingRows{c: cn.c, pl: *pl, p: p}
-	cr.Rows, cr.after = rows, cr
+	cr.Rows.Rows, cr.After = rows, cr
 	return cr
+}
+
+// leasedRows are the rows of a routed query (one allocation per query):
+// once database/sql closes them, what the plan asks happens (capture a
+// write's position, bound a session read) and the connection goes back.
+type leasedRows struct {
+	innerrows.Rows
+	pl plan
+	l  lease
+}
+
+func (r *leasedRows) AfterRows(err error) {
+	if err == nil {
+		r.l.c.finish(&r.pl, &r.l)
+	}
+	r.l.release(err)
+}
+
+// capturingRows are the rows of a write on a pinned connection: its LSN
+// is captured once they are done; the connection stays pinned.
+type capturingRows struct {
+	innerrows.Rows
+	c  *Connector
+	pl plan
+	p  *physical
+}
+
+func (r *capturingRows) AfterRows(err error) {
+	if err == nil {
+		r.c.wrote(&r.pl, r.p, false)
+	}
 }
 
 // sticky returns the lease this virtual conn is bound to, if any.

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/pgreplica/pgreplica/internal/dsnopt"
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
@@ -230,87 +230,49 @@ func unknownOptionError(name string) error {
 	}
 	sort.Strings(names)
 	hint := ""
-	if s := closestOptionName(strings.ToLower(name), names); s != "" {
+	if s := dsnopt.Closest(strings.ToLower(name), names); s != "" {
 		hint = fmt.Sprintf(" (did you mean %s?)", s)
 	}
 	return newDSNError(ErrUnknownOption, "%q%s; valid pgreplica options: %s", name, hint, strings.Join(names, ", "))
 }
 
-// closestOptionName returns the name within edit distance 3 of s, if any.
-func closestOptionName(s string, names []string) string {
-	best, bestD := "", 4
-	for _, n := range names {
-		if d := dsnEditDistance(s, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-func dsnEditDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
 // ---- pgreplica_* options ----
-
-// dsnOptValue reads and writes one Config setting as DSN text.
-type dsnOptValue interface {
-	Set(s string) error // the error says why, without name or value
-	String() string
-	IsZero() bool
-}
 
 // option is one pgreplica_* parameter: its name, its documentation and the
 // Config setting it binds to.
 type dsnOption struct {
 	name string
 	doc  string
-	bind func(c *Config) dsnOptValue
+	bind func(c *Config) dsnopt.Value
 }
 
 // options is the one table of pgreplica_* parameters. Adding a setting is
 // adding a line here (and to the ParseDSN doc, which a test checks).
 var dsnOptions = []dsnOption{
-	{"pgreplica_driver", "inner driver: pgx (default) or pq", func(c *Config) dsnOptValue { return dsnEnum(&c.Driver, driverNames) }},
-	{"pgreplica_max_conns_per_host", "physical connections per host, > 0 (default 10)", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxConnsPerHost, min: 1} }},
-	{"pgreplica_conn_max_idle_time", "close connections idle this long, > 0 (default 5m)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnMaxIdleTime, durPositive} }},
-	{"pgreplica_conn_max_lifetime", "close connections this old, > 0 (default 1h)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnMaxLifetime, durPositive} }},
-	{"pgreplica_health_check_after", "ping connections idle this long, > 0; negative disables (default 1s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.HealthCheckAfter, durNonZero} }},
-	{"pgreplica_connect_timeout", "bound on each connection attempt, > 0 (default 5s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ConnectTimeout, durPositive} }},
-	{"pgreplica_monitor_interval", "topology poll interval, > 0 (default 250ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.MonitorInterval, durPositive} }},
-	{"pgreplica_idle_monitor_interval", "topology poll interval while no statement runs, > 0 (default 4 × monitor_interval)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.IdleMonitorInterval, durPositive} }},
-	{"pgreplica_probe_timeout", "a host that does not answer a probe this long is down, > 0 (default 1s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.ProbeTimeout, durPositive} }},
-	{"pgreplica_hedge_delay", "least wait before a slow replica read is also sent to another, > 0; negative disables (default 50ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.HedgeDelay, durNonZero} }},
-	{"pgreplica_max_hedge_percent", "hedged reads, in percent of replica reads, 1-100 (default 5)", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxHedgePercent, min: 1, max: 100} }},
-	{"pgreplica_default", "consistency without a requirement in ctx: process (default), eventual or primary", func(c *Config) dsnOptValue { return dsnEnum(&c.DefaultConsistency, consistencyNames) }},
-	{"pgreplica_wait_budget", "longest wait for a fresh replica, > 0 (default 150ms)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.WaitBudget, durPositive} }},
-	{"pgreplica_read_after_write", "a read that needs a write too recent for any replica: primary (default) or replica", func(c *Config) dsnOptValue { return dsnEnum(&c.ReadAfterWrite, readAfterWriteNames) }},
-	{"pgreplica_fallback", "when no replica qualifies: primary (default), error, or stale (untokened reads only)", func(c *Config) dsnOptValue { return dsnEnum(&c.Fallback, fallbackNames) }},
-	{"pgreplica_fallback_wait", "longest wait for a fallback slot on the primary, > 0 (default 5s)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.FallbackWait, durPositive} }},
-	{"pgreplica_stale_fallback_lag", "lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.StaleFallbackLag, durNonNegative} }},
-	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (default 5)", func(c *Config) dsnOptValue { return dsnIntOpt{p: &c.MaxPrimaryFallbacks} }},
-	{"pgreplica_policy", "replica choice: round_robin (default), random, least_lag or latency", func(c *Config) dsnOptValue { return dsnEnum(&c.Policy, policyNames) }},
-	{"pgreplica_zone", "the client's zone; replicas in it are preferred", func(c *Config) dsnOptValue { return dsnStringOpt{&c.Zone} }},
-	{"pgreplica_zones", "zones of the hosts, comma-separated, one per host in host order", func(c *Config) dsnOptValue { return dsnZonesOpt{c} }},
-	{"pgreplica_max_lag_bytes", "exclude replicas further behind, in bytes or with kB, MB, GB, TB (0: no bound)", func(c *Config) dsnOptValue { return dsnBytesOpt{&c.MaxLagBytes} }},
-	{"pgreplica_max_lag", "exclude replicas further behind in time, >= 0 (0: no bound)", func(c *Config) dsnOptValue { return dsnDurOpt{&c.MaxLag, durNonNegative} }},
-	{"pgreplica_exclude_sync_standby", "keep synchronous standbys out of the read pool: true or false", func(c *Config) dsnOptValue { return dsnBoolOpt{&c.ExcludeSyncStandby} }},
+	{"pgreplica_driver", "inner driver: pgx (default) or pq", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.Driver, driverNames) }},
+	{"pgreplica_max_conns_per_host", "physical connections per host, > 0 (default 10)", func(c *Config) dsnopt.Value { return dsnopt.Int{P: &c.MaxConnsPerHost, Min: 1} }},
+	{"pgreplica_conn_max_idle_time", "close connections idle this long, > 0 (default 5m)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.ConnMaxIdleTime, Rule: dsnopt.Positive} }},
+	{"pgreplica_conn_max_lifetime", "close connections this old, > 0 (default 1h)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.ConnMaxLifetime, Rule: dsnopt.Positive} }},
+	{"pgreplica_health_check_after", "ping connections idle this long, > 0; negative disables (default 1s)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.HealthCheckAfter, Rule: dsnopt.NonZero} }},
+	{"pgreplica_connect_timeout", "bound on each connection attempt, > 0 (default 5s)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.ConnectTimeout, Rule: dsnopt.Positive} }},
+	{"pgreplica_monitor_interval", "topology poll interval, > 0 (default 250ms)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.MonitorInterval, Rule: dsnopt.Positive} }},
+	{"pgreplica_idle_monitor_interval", "topology poll interval while no statement runs, > 0 (default 4 × monitor_interval)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.IdleMonitorInterval, Rule: dsnopt.Positive} }},
+	{"pgreplica_probe_timeout", "a host that does not answer a probe this long is down, > 0 (default 1s)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.ProbeTimeout, Rule: dsnopt.Positive} }},
+	{"pgreplica_hedge_delay", "least wait before a slow replica read is also sent to another, > 0; negative disables (default 50ms)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.HedgeDelay, Rule: dsnopt.NonZero} }},
+	{"pgreplica_max_hedge_percent", "hedged reads, in percent of replica reads, 1-100 (default 5)", func(c *Config) dsnopt.Value { return dsnopt.Int{P: &c.MaxHedgePercent, Min: 1, Max: 100} }},
+	{"pgreplica_default", "consistency without a requirement in ctx: process (default), eventual or primary", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.DefaultConsistency, consistencyNames) }},
+	{"pgreplica_wait_budget", "longest wait for a fresh replica, > 0 (default 150ms)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.WaitBudget, Rule: dsnopt.Positive} }},
+	{"pgreplica_read_after_write", "a read that needs a write too recent for any replica: primary (default) or replica", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.ReadAfterWrite, readAfterWriteNames) }},
+	{"pgreplica_fallback", "when no replica qualifies: primary (default), error, or stale (untokened reads only)", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.Fallback, fallbackNames) }},
+	{"pgreplica_fallback_wait", "longest wait for a fallback slot on the primary, > 0 (default 5s)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.FallbackWait, Rule: dsnopt.Positive} }},
+	{"pgreplica_stale_fallback_lag", "lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.StaleFallbackLag, Rule: dsnopt.NonNegative} }},
+	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (default 5)", func(c *Config) dsnopt.Value { return dsnopt.Int{P: &c.MaxPrimaryFallbacks} }},
+	{"pgreplica_policy", "replica choice: round_robin (default), random, least_lag or latency", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.Policy, policyNames) }},
+	{"pgreplica_zone", "the client's zone; replicas in it are preferred", func(c *Config) dsnopt.Value { return dsnopt.String{P: &c.Zone} }},
+	{"pgreplica_zones", "zones of the hosts, comma-separated, one per host in host order", func(c *Config) dsnopt.Value { return dsnZonesOpt{c} }},
+	{"pgreplica_max_lag_bytes", "exclude replicas further behind, in bytes or with kB, MB, GB, TB (0: no bound)", func(c *Config) dsnopt.Value { return dsnopt.Bytes{P: &c.MaxLagBytes} }},
+	{"pgreplica_max_lag", "exclude replicas further behind in time, >= 0 (0: no bound)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.MaxLag, Rule: dsnopt.NonNegative} }},
+	{"pgreplica_exclude_sync_standby", "keep synchronous standbys out of the read pool: true or false", func(c *Config) dsnopt.Value { return dsnopt.Bool{P: &c.ExcludeSyncStandby} }},
 }
 
 func findDSNOption(name string) *dsnOption {
@@ -321,163 +283,6 @@ func findDSNOption(name string) *dsnOption {
 	}
 	return nil
 }
-
-type dsnEnumName[T comparable] struct {
-	name string
-	v    T
-}
-
-var (
-	driverNames         = []dsnEnumName[InnerDriver]{{"pgx", DriverPgx}, {"pq", DriverPq}}
-	consistencyNames    = []dsnEnumName[Consistency]{{"process", ConsistencyProcess}, {"eventual", ConsistencyEventual}, {"primary", ConsistencyPrimary}}
-	fallbackNames       = []dsnEnumName[Fallback]{{"primary", FallbackPrimary}, {"error", FallbackError}, {"stale", FallbackStale}}
-	readAfterWriteNames = []dsnEnumName[ReadAfterWrite]{{"primary", ReadAfterWritePrimary}, {"replica", ReadAfterWriteReplica}}
-	policyNames         = []dsnEnumName[Policy]{{"round_robin", PolicyRoundRobin}, {"random", PolicyRandom}, {"least_lag", PolicyLeastLag}, {"latency", PolicyLatency}}
-)
-
-func dsnEnumList[T comparable](names []dsnEnumName[T]) string {
-	s := make([]string, len(names))
-	for i, n := range names {
-		s[i] = n.name
-	}
-	return strings.Join(s, ", ")
-}
-
-type dsnEnumOpt[T comparable] struct {
-	p     *T
-	names []dsnEnumName[T]
-}
-
-func dsnEnum[T comparable](p *T, names []dsnEnumName[T]) dsnOptValue { return dsnEnumOpt[T]{p, names} }
-
-func (o dsnEnumOpt[T]) Set(s string) error {
-	s = strings.ReplaceAll(strings.Trim(s, libpqdsn.Spaces), "-", "_")
-	for _, n := range o.names {
-		if strings.EqualFold(s, n.name) {
-			*o.p = n.v
-			return nil
-		}
-	}
-	return fmt.Errorf("want one of %s", dsnEnumList(o.names))
-}
-
-func (o dsnEnumOpt[T]) String() string {
-	for _, n := range o.names {
-		if n.v == *o.p {
-			return n.name
-		}
-	}
-	return fmt.Sprint(*o.p)
-}
-
-func (o dsnEnumOpt[T]) IsZero() bool { var zero T; return *o.p == zero }
-
-type dsnIntOpt struct {
-	p        *int
-	min, max int // max 0: no upper bound
-}
-
-func (o dsnIntOpt) Set(s string) error {
-	n, err := strconv.Atoi(strings.Trim(s, libpqdsn.Spaces))
-	if err == nil && o.max > 0 && n > o.max {
-		return fmt.Errorf("want an integer >= %d and <= %d", o.min, o.max)
-	}
-	if err != nil || n < o.min {
-		if o.min == 1 {
-			return fmt.Errorf("want an integer > 0")
-		}
-		return fmt.Errorf("want an integer >= %d", o.min)
-	}
-	*o.p = n
-	return nil
-}
-func (o dsnIntOpt) String() string { return strconv.Itoa(*o.p) }
-func (o dsnIntOpt) IsZero() bool   { return *o.p == 0 }
-
-type dsnDurRule int
-
-const (
-	durPositive    dsnDurRule = iota // > 0; 0 would silently mean the default
-	durNonNegative                   // >= 0; 0 means no bound
-	durNonZero                       // != 0; negative disables
-)
-
-type dsnDurOpt struct {
-	p    *time.Duration
-	rule dsnDurRule
-}
-
-func (o dsnDurOpt) Set(s string) error {
-	d, err := time.ParseDuration(strings.Trim(s, libpqdsn.Spaces))
-	if err != nil {
-		return fmt.Errorf("want a Go duration such as 150ms, 5s or 1m30s")
-	}
-	switch {
-	case o.rule == durPositive && d <= 0:
-		return fmt.Errorf("want a duration > 0 (omit the option for the default)")
-	case o.rule == durNonNegative && d < 0:
-		return fmt.Errorf("want a duration >= 0 (0 means no bound)")
-	case o.rule == durNonZero && d == 0:
-		return fmt.Errorf("want a duration > 0, or a negative one such as -1s to disable (omit the option for the default)")
-	}
-	*o.p = d
-	return nil
-}
-func (o dsnDurOpt) String() string { return o.p.String() }
-func (o dsnDurOpt) IsZero() bool   { return *o.p == 0 }
-
-type dsnStringOpt struct{ p *string }
-
-func (o dsnStringOpt) Set(s string) error { *o.p = s; return nil }
-func (o dsnStringOpt) String() string     { return *o.p }
-func (o dsnStringOpt) IsZero() bool       { return *o.p == "" }
-
-type dsnBoolOpt struct{ p *bool }
-
-func (o dsnBoolOpt) Set(s string) error {
-	switch strings.ToLower(strings.Trim(s, libpqdsn.Spaces)) {
-	case "true", "t", "1", "yes", "y", "on":
-		*o.p = true
-	case "false", "f", "0", "no", "n", "off":
-		*o.p = false
-	default:
-		return fmt.Errorf("want true or false")
-	}
-	return nil
-}
-func (o dsnBoolOpt) String() string { return strconv.FormatBool(*o.p) }
-func (o dsnBoolOpt) IsZero() bool   { return !*o.p }
-
-// dsnBytesOpt is a byte count, plain or with a PostgreSQL memory unit
-// (B, kB, MB, GB, TB; multiples of 1024).
-type dsnBytesOpt struct{ p *uint64 }
-
-func (o dsnBytesOpt) Set(s string) error {
-	s = strings.Trim(s, libpqdsn.Spaces)
-	num := strings.TrimRight(s, "kMGTB")
-	mult := uint64(1)
-	switch s[len(num):] {
-	case "", "B":
-	case "kB":
-		mult = 1 << 10
-	case "MB":
-		mult = 1 << 20
-	case "GB":
-		mult = 1 << 30
-	case "TB":
-		mult = 1 << 40
-	default:
-		return fmt.Errorf("want a byte count such as 16777216 or 16MB")
-	}
-	n, err := strconv.ParseUint(strings.Trim(num, libpqdsn.Spaces), 10, 64)
-	if err != nil || n > ^uint64(0)/mult {
-		return fmt.Errorf("want a byte count such as 16777216 or 16MB")
-	}
-	*o.p = n * mult
-	return nil
-}
-func (o dsnBytesOpt) String() string { return strconv.FormatUint(*o.p, 10) }
-func (o dsnBytesOpt) IsZero() bool   { return *o.p == 0 }
 
 // dsnZonesOpt sets Host.Zone of every host from a list in host order.
 type dsnZonesOpt struct{ c *Config }

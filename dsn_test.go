@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lib/pq"
+
+	"github.com/pgreplica/pgreplica/internal/dsnopt"
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
@@ -292,7 +294,7 @@ func TestParseDSN(t *testing.T) {
 // Every option has at least one accepted and one rejected value in the table.
 func TestParseDSNCoversEveryOption(t *testing.T) {
 	for _, o := range dsnOptions {
-		if _, ok := o.bind(&Config{}).(dsnStringOpt); ok {
+		if _, ok := o.bind(&Config{}).(dsnopt.String); ok {
 			continue // any text is a valid zone name
 		}
 		var good, bad bool

@@ -49,26 +49,7 @@ func (l LSN) String() string {
 	return string(l.appendText(buf[:0]))
 }
 
-func (l LSN) appendText(b []byte) []byte {
-	b = appendUpperHex(b, uint32(l>>32))
-	b = append(b, '/')
-	return appendUpperHex(b, uint32(l))
-}
-
-func appendUpperHex(b []byte, v uint32) []byte {
-	const hexDigits = "0123456789ABCDEF"
-	if v == 0 {
-		return append(b, '0')
-	}
-	shift := 28
-	for v>>shift == 0 {
-		shift -= 4
-	}
-	for ; shift >= 0; shift -= 4 {
-		b = append(b, hexDigits[v>>shift&0xF])
-	}
-	return b
-}
+func (l LSN) appendText(b []byte) []byte { return probe.AppendLSN(b, uint64(l)) }
 
 // Scan implements sql.Scanner. It accepts the pg_lsn text that pgx and
 // lib/pq return (as a string or []byte); a NULL (for example

@@ -9,13 +9,15 @@ import (
 
 	"github.com/jackc/puddle/v2"
 
+	"github.com/pgreplica/pgreplica/internal/keptstmt"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // A physical connection: one server connection of the inner driver, as the
-// pools lend it, what a statement run on it does to its session, and the
-// sockets the inner driver dialed for it.
+// pools lend it, what a statement run on it does to its session, the
+// sockets the inner driver dialed for it, and the statements it keeps
+// prepared from one transaction to the next (internal/keptstmt).
 
 // physical is one server connection of the inner driver. What every
 // borrow reads and writes comes first, in one cache line.
@@ -51,8 +53,8 @@ type physical struct {
 	wire wire
 	// srv is the server the connection reached (server.go).
 	srv *server
-	// stmts are the inner statements kept prepared on it (keptstmts.go).
-	stmts keptStmts
+	// stmts are the inner statements kept prepared on it.
+	stmts keptstmt.Set
 	// pgx records the connection's borrow by the pgx-native handle
 	// (pgxroute.go), reused from one borrow to the next.
 	pgx pgxLease
@@ -143,4 +145,24 @@ func (s *sockets) close() bool {
 		c.Close()
 	}
 	return len(s.conns) > 0
+}
+
+// prepareStmt returns an inner statement for query on p: the one p keeps
+// (keptstmt), or a new one, kept from now on.
+func (p *physical) prepareStmt(ctx context.Context, query string) (driver.Stmt, error) {
+	if st := p.stmts.Take(query); st != nil {
+		return st, nil
+	}
+	st, err := prepareInner(ctx, p.conn, query)
+	if err == nil {
+		p.stmts.Keep(query, st)
+	}
+	return st, err
+}
+
+// releaseStmt gives back a statement prepareStmt returned: when the
+// connection goes back to its pool (keep), p keeps it for the next
+// transaction (keptstmt.Set.Release).
+func (p *physical) releaseStmt(query string, st driver.Stmt, keep bool) error {
+	return p.stmts.Release(query, st, keep)
 }

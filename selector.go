@@ -36,7 +36,7 @@ const (
 	rejectLagTime                // Config.MaxLag
 	rejectStale                  // the context's WithMaxStaleness
 	rejectBehind                 // not known to have replayed the needed position
-	rejectPooledTx               // a transaction that needs a position, behind a pooler (pooledcheck.go)
+	rejectPooledTx               // a transaction that needs a position, behind a pooler (replaycheck.go)
 	rejectUnchecked              // a read that cannot check its connection (a hedge), on an endpoint or behind a pooler
 )
 

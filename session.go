@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/tokenwire"
 )
 
 // Session gives the reads of one logical session (a user, a browser, a job
@@ -525,7 +527,7 @@ func (s *Session) Snapshot() Token {
 	if s == nil {
 		return Token{}
 	}
-	var set positionSet
+	var set tokenwire.Fields
 	for i := range s.slots {
 		sl := &s.slots[i]
 		sysid := sl.sysid.Load()
@@ -533,15 +535,14 @@ func (s *Session) Snapshot() Token {
 			break
 		}
 		sl.resolvePending()
-		lsn := LSN(sl.lsn.Load())
-		set.add(Position{SystemID: sysid, Timeline: sl.timeline.Load(), LSN: lsn})
+		set.Add(tokenwire.Position{SystemID: sysid, Timeline: sl.timeline.Load(), LSN: sl.lsn.Load()})
 	}
-	lsn := LSN(s.unknown.lsn.Load())
-	if tl := s.unknown.timeline.Load(); lsn != 0 || set.n == 0 {
-		set.add(Position{Timeline: tl, LSN: lsn})
+	lsn := s.unknown.lsn.Load()
+	if tl := s.unknown.timeline.Load(); lsn != 0 || set.N == 0 {
+		set.Add(tokenwire.Position{Timeline: tl, LSN: lsn})
 	}
-	set.overflow = s.overflow.Load()
-	return set.token(time.Time{})
+	set.Overflow = s.overflow.Load()
+	return tokenOf(&set)
 }
 
 // Merge folds a parsed token into the session: each of the token's

@@ -193,27 +193,27 @@ func (t Token) at(i int) Position {
 // Merge is how the TokenStores of pgreplicahttp and redisstore combine
 // tokens. It never modifies t or u and never shares their Others.
 func (t Token) Merge(u Token) (Token, bool) {
-	var set positionSet
-	set.overflow = t.Overflow
-	set.addRequired(t)
-	tEmpty := set.n == 0 && !set.overflow
-	changed := set.addRequired(u)
-	if u.Overflow && !set.overflow {
-		set.overflow, changed = true, true
+	var set tokenwire.Fields
+	set.Overflow = t.Overflow
+	addRequired(&set, t)
+	tEmpty := set.N == 0 && !set.Overflow
+	changed := addRequired(&set, u)
+	if u.Overflow && !set.Overflow {
+		set.Overflow, changed = true, true
 	}
 	uEmpty := !u.Overflow && u.LSNFor(0) == 0
-	exp := t.Expires
+	set.Expires = t.Expires
 	switch {
 	case uEmpty:
 	case tEmpty:
-		exp = u.Expires
-	case exp.IsZero() || u.Expires.IsZero():
-		exp = time.Time{}
-	case u.Expires.After(exp):
-		exp = u.Expires
+		set.Expires = u.Expires
+	case set.Expires.IsZero() || u.Expires.IsZero():
+		set.Expires = time.Time{}
+	case u.Expires.After(set.Expires):
+		set.Expires = u.Expires
 	}
-	changed = changed || !exp.Equal(t.Expires)
-	return set.token(exp), changed
+	changed = changed || !set.Expires.Equal(t.Expires)
+	return tokenOf(&set), changed
 }
 
 // Equal reports whether t and u hold the same positions in the same order,
@@ -223,72 +223,42 @@ func (t Token) Equal(u Token) bool {
 		t.Overflow == u.Overflow && t.Expires.Equal(u.Expires)
 }
 
-// positionSet collects positions, one per cluster, within the bound.
-type positionSet struct {
-	pos      [MaxClusters + 1]Position
-	n        int  // positions in pos
-	known    int  // of which with a SystemID
-	overflow bool // a cluster past the bound was left out
+// wirePos and posOf convert a Position to and from the wire's.
+func wirePos(p Position) tokenwire.Position {
+	return tokenwire.Position{LSN: uint64(p.LSN), Timeline: p.Timeline, SystemID: p.SystemID}
 }
 
-// add max-merges p into the set (on equal LSNs the position already there
-// stays) and reports whether the set changed. A new cluster past the
-// bound sets overflow instead.
-func (s *positionSet) add(p Position) bool {
-	for i := range s.pos[:s.n] {
-		if s.pos[i].SystemID == p.SystemID {
-			if p.LSN > s.pos[i].LSN {
-				s.pos[i] = p
-				return true
-			}
-			return false
-		}
-	}
-	if p.SystemID != 0 && s.known == MaxClusters {
-		changed := !s.overflow
-		s.overflow = true
-		return changed
-	}
-	s.pos[s.n] = p
-	s.n++
-	if p.SystemID != 0 {
-		s.known++
-	}
-	return true
+func posOf(p tokenwire.Position) Position {
+	return Position{SystemID: p.SystemID, Timeline: p.Timeline, LSN: LSN(p.LSN)}
 }
 
-// addRequired adds t's positions that require something (a non-zero LSN)
-// and reports whether the set changed.
-func (s *positionSet) addRequired(t Token) bool {
+// addRequired adds to set t's positions that require something (a
+// non-zero LSN), one per cluster within the bound (tokenwire's
+// Fields.Add), and reports whether the set changed.
+func addRequired(set *tokenwire.Fields, t Token) bool {
 	changed := false
 	if t.LSN != 0 {
-		changed = s.add(t.first())
+		changed = set.Add(wirePos(t.first()))
 	}
 	for _, p := range t.Others {
-		if p.LSN != 0 && s.add(p) {
+		if p.LSN != 0 && set.Add(wirePos(p)) {
 			changed = true
 		}
 	}
 	return changed
 }
 
-// addAll adds every position of t, zero LSNs included.
-func (s *positionSet) addAll(t Token) {
-	s.add(t.first())
-	for _, p := range t.Others {
-		s.add(p)
+// tokenOf returns the positions of f as a Token, its Others a new slice.
+func tokenOf(f *tokenwire.Fields) Token {
+	t := Token{Overflow: f.Overflow, Expires: f.Expires}
+	if f.N > 0 {
+		t.LSN, t.Timeline, t.SystemID = LSN(f.Pos[0].LSN), f.Pos[0].Timeline, f.Pos[0].SystemID
 	}
-}
-
-// token returns the set as a Token with the given expiry.
-func (s *positionSet) token(expires time.Time) Token {
-	t := Token{Overflow: s.overflow, Expires: expires}
-	if s.n > 0 {
-		p := s.pos[0]
-		t.LSN, t.Timeline, t.SystemID = p.LSN, p.Timeline, p.SystemID
-	}
-	if s.n > 1 {
-		t.Others = slices.Clone(s.pos[1:s.n])
+	if f.N > 1 {
+		t.Others = make([]Position, f.N-1)
+		for i, p := range f.Pos[1:f.N] {
+			t.Others[i] = posOf(p)
+		}
 	}
 	return t
 }
@@ -395,15 +365,15 @@ func (c TokenCodec) SessionToken(s *Session) string {
 }
 
 // encodeToken builds the text form; key may be empty (unsigned). It
-// encodes t's positions as a positionSet normalises them, so that every
-// Token encodes to a string that decodes.
+// encodes t's positions as tokenwire's Fields.Add normalises them, so
+// that every Token encodes to a string that decodes.
 func encodeToken(t Token, key []byte) string {
-	var set positionSet
-	set.addAll(t)
-	f := tokenwire.Fields{N: set.n, Overflow: t.Overflow || set.overflow, Expires: t.Expires}
-	for i, p := range set.pos[:set.n] {
-		f.Pos[i] = tokenwire.Position{LSN: uint64(p.LSN), Timeline: p.Timeline, SystemID: p.SystemID}
+	f := tokenwire.Fields{Expires: t.Expires}
+	f.Add(wirePos(t.first()))
+	for _, p := range t.Others {
+		f.Add(wirePos(p))
 	}
+	f.Overflow = f.Overflow || t.Overflow
 	return tokenwire.Encode(f, key)
 }
 
@@ -417,12 +387,5 @@ func decodeToken(s string, key []byte, now time.Time) (Token, error) {
 		}
 		return Token{}, badToken(err)
 	}
-	// The positions are distinct and within the bound (Decode checked),
-	// so the set keeps every one, in order.
-	var set positionSet
-	for _, p := range f.Pos[:f.N] {
-		set.add(Position{SystemID: p.SystemID, Timeline: p.Timeline, LSN: LSN(p.LSN)})
-	}
-	set.overflow = f.Overflow
-	return set.token(f.Expires), nil
+	return tokenOf(&f), nil // the positions are distinct and within the bound (Decode checked)
 }

@@ -7,16 +7,16 @@ import (
 	"net"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/pgreplica/pgreplica/internal/pgxflight"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
 
 // pgx: its connector (pgx's stdlib, dialing through pgx's own function
 // plus noteSocket) and its wire, which reaches the protocol underneath
 // database/sql. Its reads that carry their check in their own flight are
-// in flightread.go.
+// in replaycheck.go.
 
 // pgxConnector is pgx's connector for host h, dialing through pgx's own
 // dial function plus noteSocket.
@@ -40,10 +40,9 @@ func pgxConnector(cfg *Config, h Host, dsn string) (driver.Connector, error) {
 // underneath database/sql.
 type pgxWire struct {
 	conn *pgx.Conn
-	// mode is the connection's query mode; descs the descriptions of
-	// statements its reads in flight sent (flightread.go).
-	mode  pgx.QueryExecMode
-	descs map[string]*pgconn.StatementDescription
+	// descs are the descriptions of the statements its reads in flight
+	// sent, and its query mode (replaycheck.go).
+	descs pgxflight.Descriptions
 }
 
 // describe sends an unnamed Parse/Describe/Sync: one round trip and
@@ -95,34 +94,3 @@ func (w *pgxWire) live(p *physical) bool {
 	}
 	return true
 }
-
-// description returns what pgx's stdlib would know of query before
-// sending it: its description (asked once, then kept), or nil with
-// default_query_exec_mode=exec, where pgx sends without one.
-func (w *pgxWire) description(ctx context.Context, query string) (*pgconn.StatementDescription, error) {
-	if w.mode == pgx.QueryExecModeExec {
-		return nil, nil
-	}
-	if sd := w.descs[query]; sd != nil {
-		return sd, nil
-	}
-	sd, err := w.conn.PgConn().Prepare(ctx, "", query, nil)
-	if err != nil {
-		return nil, err
-	}
-	if w.descs == nil {
-		w.descs = make(map[string]*pgconn.StatementDescription)
-	}
-	if len(w.descs) >= flightDescs {
-		for k := range w.descs { // any one: they cost a round trip to learn again
-			delete(w.descs, k)
-			break
-		}
-	}
-	w.descs[query] = sd
-	return sd, nil
-}
-
-// forget drops a description that an error may have made stale (a table
-// altered since).
-func (w *pgxWire) forget(query string) { delete(w.descs, query) }

@@ -22,7 +22,7 @@ import (
 // flight. A query and a batch of reads take one round trip, a read-only
 // transaction three (BEGIN with the check, the query, COMMIT). Through
 // database/sql with pgx inside, a query takes one round trip too, as
-// pgx's stdlib on that replica (flightread.go); lib/pq checks first, one
+// pgx's stdlib on that replica (replaycheck.go); lib/pq checks first, one
 // more.
 func TestGuardedReadRoundTrips(t *testing.T) {
 	cluster.Need(t)

@@ -97,7 +97,7 @@ func checkCost(t *testing.T, drv string, w workload, d, r cost) {
 	case w.name == txStmt.name:
 		// lib/pq alone prepares the statement again in every
 		// transaction; pgreplica keeps it prepared on the connection
-		// (keptstmts.go), so it may cost less, never more.
+		// (internal/keptstmt), so it may cost less, never more.
 		atMost("round trips", extraRT, 0)
 		if knownSt {
 			atMost("statements", extraSt, 0)

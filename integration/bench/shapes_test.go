@@ -17,7 +17,7 @@ import (
 // endpoint: HAProxy round-robining over both replicas (proven by what all
 // servers behind it are known to have: nothing extra). A pooler: PgBouncer
 // in transaction mode in front of replica 1 (proven by a check in the
-// read's own flight, flightread.go).
+// read's own flight, replaycheck.go).
 //
 //	go test -run '^$' -bench BenchmarkShapeRead -benchtime 3000x -count 5 ./integration/bench
 func BenchmarkShapeRead(b *testing.B) {

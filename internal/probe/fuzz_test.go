@@ -112,3 +112,22 @@ func FuzzParseIdentity(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLSNText: every LSN's text parses back to it, and text that parses
+// prints back as the same LSN.
+func FuzzLSNText(f *testing.F) {
+	f.Add(uint64(0), "0/0")
+	f.Add(uint64(0x16B374D848), "16/b374d848")
+	f.Add(^uint64(0), "FFFFFFFF/00000001")
+	f.Fuzz(func(t *testing.T, lsn uint64, s string) {
+		text := AppendLSN(nil, lsn)
+		if got, err := ParseLSN(text); err != nil || got != lsn {
+			t.Fatalf("AppendLSN(%d) = %q parses as %d, %v", lsn, text, got, err)
+		}
+		if v, err := ParseLSN(s); err == nil {
+			if again, err := ParseLSN(AppendLSN(nil, v)); err != nil || again != v {
+				t.Fatalf("%q = %d prints as %q", s, v, AppendLSN(nil, v))
+			}
+		}
+	})
+}

@@ -61,6 +61,29 @@ func ParseLSN[T string | []byte](s T) (uint64, error) {
 	return parts[0]<<32 | parts[1], nil
 }
 
+// AppendLSN appends PostgreSQL's text form of an LSN, upper-case hex
+// without leading zeros ("16/B374D848", "0/0"), to b.
+func AppendLSN(b []byte, lsn uint64) []byte {
+	b = appendUpperHex(b, uint32(lsn>>32))
+	b = append(b, '/')
+	return appendUpperHex(b, uint32(lsn))
+}
+
+func appendUpperHex(b []byte, v uint32) []byte {
+	const hexDigits = "0123456789ABCDEF"
+	if v == 0 {
+		return append(b, '0')
+	}
+	shift := 28
+	for v>>shift == 0 {
+		shift -= 4
+	}
+	for ; shift >= 0; shift -= 4 {
+		b = append(b, hexDigits[v>>shift&0xF])
+	}
+	return b
+}
+
 // lsnError reports a malformed LSN. The input is quoted (so control
 // characters cannot forge log lines) and clipped (it may come from outside).
 func lsnError[T string | []byte](s T, why string) error {

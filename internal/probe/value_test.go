@@ -26,3 +26,11 @@ func TestValues(t *testing.T) {
 		t.Errorf(`LSN("1/0") = %d, %v`, l, err)
 	}
 }
+
+func TestAppendLSN(t *testing.T) {
+	for lsn, want := range map[uint64]string{0: "0/0", 0x16B374D848: "16/B374D848", 1 << 32: "1/0", ^uint64(0): "FFFFFFFF/FFFFFFFF"} {
+		if got := string(AppendLSN([]byte("x"), lsn)); got != "x"+want {
+			t.Errorf("AppendLSN(%#x) = %q, want %q", lsn, got, "x"+want)
+		}
+	}
+}

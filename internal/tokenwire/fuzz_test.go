@@ -62,3 +62,49 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAdd: whatever positions arrive, in whatever order, Add keeps the
+// fields Encode needs (one position per cluster, at most MaxClusters with
+// a SystemID, at least one), each cluster at its highest LSN, and they
+// encode to a token that decodes to them.
+func FuzzAdd(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 3})
+	f.Add([]byte{0, 0, 7, 7, 1})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var fl Fields
+		high := map[uint64]uint64{}
+		for i := 0; i+1 < len(in); i += 2 {
+			p := Position{LSN: uint64(in[i+1]), SystemID: uint64(in[i] % 12), Timeline: uint32(i)}
+			fl.Add(p)
+			high[p.SystemID] = max(high[p.SystemID], p.LSN)
+		}
+		if fl.N == 0 {
+			return
+		}
+		withID := 0
+		for i, p := range fl.Pos[:fl.N] {
+			for _, q := range fl.Pos[:i] {
+				if p.SystemID == q.SystemID {
+					t.Fatalf("cluster %d twice: %+v", p.SystemID, fl.Pos[:fl.N])
+				}
+			}
+			if p.SystemID != 0 {
+				withID++
+			}
+			if p.LSN != high[p.SystemID] {
+				t.Fatalf("cluster %d at %d, its highest is %d", p.SystemID, p.LSN, high[p.SystemID])
+			}
+		}
+		known := len(high)
+		if _, ok := high[0]; ok {
+			known--
+		}
+		if withID > MaxClusters || fl.Overflow != (known > MaxClusters) {
+			t.Fatalf("%d clusters tracked of %d, overflow %v", withID, len(high), fl.Overflow)
+		}
+		got, err := Decode(Encode(fl, testKey), testKey, testNow)
+		if err != nil || got != fl {
+			t.Fatalf("Encode then Decode: %+v, %v; want %+v", got, err, fl)
+		}
+	})
+}

@@ -76,7 +76,7 @@ type Position struct {
 // Fields are what a token's text carries. A token Decode accepts, and one
 // Encode is given, has N from 1 to MaxPositions positions in Pos, no two
 // with the same SystemID and at most MaxClusters with a SystemID other
-// than 0; the root's position set keeps that true before encoding.
+// than 0; Add keeps that true.
 type Fields struct {
 	Pos      [MaxPositions]Position
 	N        int

@@ -1,4 +1,4 @@
-package pgreplica
+package pgxflight
 
 import (
 	"database/sql/driver"
@@ -14,13 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// pgxRows are database/sql rows over pgx rows that pgreplica read itself
-// (a read with its replay check in its own flight, flightread.go): the
-// values and column types are those pgx's stdlib gives for the same
-// answer, so a caller cannot tell which path served its read
-// (TestFlightRowsMatchStdlib compares them type by type). The answer's
-// formats are those stdlib asks for (stdlibResultFormat).
-type pgxRows struct {
+// Rows are database/sql rows over pgx rows read in a flight: the values
+// and column types are those pgx's stdlib gives for the same answer, so a
+// caller cannot tell which path served its read. The answer's formats are
+// those stdlib asks for (ResultFormat).
+type Rows struct {
 	rows pgx.Rows
 	m    *pgtype.Map
 	// conv converts each column's raw value, made on first use.
@@ -35,17 +33,17 @@ type pgxRows struct {
 }
 
 var (
-	_ driver.RowsColumnTypeDatabaseTypeName = (*pgxRows)(nil)
-	_ driver.RowsColumnTypeLength           = (*pgxRows)(nil)
-	_ driver.RowsColumnTypePrecisionScale   = (*pgxRows)(nil)
-	_ driver.RowsColumnTypeScanType         = (*pgxRows)(nil)
+	_ driver.RowsColumnTypeDatabaseTypeName = (*Rows)(nil)
+	_ driver.RowsColumnTypeLength           = (*Rows)(nil)
+	_ driver.RowsColumnTypePrecisionScale   = (*Rows)(nil)
+	_ driver.RowsColumnTypeScanType         = (*Rows)(nil)
 )
 
-// stdlibResultFormat is the result format pgx's stdlib asks for a column
-// of type oid: binary only for the types whose binary form database/sql
+// ResultFormat is the result format pgx's stdlib asks for a column of
+// type oid: binary only for the types whose binary form database/sql
 // values cannot tell apart from their text form, text for the others (a
 // numeric or an interval reads as the server writes it).
-func stdlibResultFormat(oid uint32) int16 {
+func ResultFormat(oid uint32) int16 {
 	switch oid {
 	case pgtype.BoolOID, pgtype.ByteaOID, pgtype.CIDOID, pgtype.DateOID, pgtype.Float4OID, pgtype.Float8OID,
 		pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID, pgtype.TimestampOID, pgtype.TimestamptzOID,
@@ -55,7 +53,7 @@ func stdlibResultFormat(oid uint32) int16 {
 	return pgtype.TextFormatCode
 }
 
-func (r *pgxRows) Columns() []string {
+func (r *Rows) Columns() []string {
 	if r.names == nil {
 		fds := r.rows.FieldDescriptions()
 		r.names = make([]string, len(fds))
@@ -66,7 +64,7 @@ func (r *pgxRows) Columns() []string {
 	return r.names
 }
 
-func (r *pgxRows) Next(dest []driver.Value) error {
+func (r *Rows) Next(dest []driver.Value) error {
 	more := r.more
 	if r.peeked {
 		r.peeked = false
@@ -100,7 +98,7 @@ func (r *pgxRows) Next(dest []driver.Value) error {
 	return nil
 }
 
-func (r *pgxRows) Close() error {
+func (r *Rows) Close() error {
 	r.rows.Close()
 	err := r.rows.Err()
 	if r.done != nil {
@@ -160,7 +158,7 @@ func scanAs[T any](m *pgtype.Map, oid uint32, format int16, value func(T) (drive
 
 // ColumnTypeDatabaseTypeName is the type's name in upper case, or its OID
 // when the connection does not know it.
-func (r *pgxRows) ColumnTypeDatabaseTypeName(i int) string {
+func (r *Rows) ColumnTypeDatabaseTypeName(i int) string {
 	oid := r.rows.FieldDescriptions()[i].DataTypeOID
 	if t, ok := r.m.TypeForOID(oid); ok {
 		return strings.ToUpper(t.Name)
@@ -171,7 +169,7 @@ func (r *pgxRows) ColumnTypeDatabaseTypeName(i int) string {
 // typmodHeader is the varlena header PostgreSQL counts in a type modifier.
 const typmodHeader = 4
 
-func (r *pgxRows) ColumnTypeLength(i int) (int64, bool) {
+func (r *Rows) ColumnTypeLength(i int) (int64, bool) {
 	fd := r.rows.FieldDescriptions()[i]
 	switch fd.DataTypeOID {
 	case pgtype.TextOID, pgtype.ByteaOID:
@@ -184,7 +182,7 @@ func (r *pgxRows) ColumnTypeLength(i int) (int64, bool) {
 	return 0, false
 }
 
-func (r *pgxRows) ColumnTypePrecisionScale(i int) (precision, scale int64, ok bool) {
+func (r *Rows) ColumnTypePrecisionScale(i int) (precision, scale int64, ok bool) {
 	fd := r.rows.FieldDescriptions()[i]
 	if fd.DataTypeOID != pgtype.NumericOID {
 		return 0, 0, false
@@ -193,7 +191,7 @@ func (r *pgxRows) ColumnTypePrecisionScale(i int) (precision, scale int64, ok bo
 	return int64(mod>>16) & 0xffff, int64(mod) & 0xffff, true
 }
 
-func (r *pgxRows) ColumnTypeScanType(i int) reflect.Type {
+func (r *Rows) ColumnTypeScanType(i int) reflect.Type {
 	switch r.rows.FieldDescriptions()[i].DataTypeOID {
 	case pgtype.Float8OID, pgtype.NumericOID:
 		return reflect.TypeFor[float64]()

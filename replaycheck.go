@@ -4,33 +4,88 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"fmt"
+	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
+	"github.com/pgreplica/pgreplica/internal/pgxflight"
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
+
+// A read's replay check: the statement that proves the read's replica has
+// replayed the read's position, on the server that answers it. The check
+// goes before the read (checkReplay), inside a read-only transaction of
+// its own on a node behind a pooler, or in the read's own flight
+// (guardedRead).
+
+// Behind a transaction pooler (PgBouncer in transaction mode) every
+// transaction may run on another backend, and in front of an endpoint on
+// another server: a replay check and the read after it, sent as two
+// statements, are two transactions and can land on two servers. So on a
+// pooled node a read that needs a position is proven inside its own
+// transaction: the lease begins a read-only transaction with the check
+// (one round trip with pgx, two with lib/pq), the read runs in it, and
+// the transaction ends when the lease is given back (one more round
+// trip). The pgx-native handle sends its check in the read's own flight
+// instead, where it can (pgxroute.go).
+//
+// A transaction of the caller cannot be wrapped so: its BEGIN would start
+// nothing (its isolation level would be lost), and under REPEATABLE READ
+// a check inside it would fix the snapshot before the position is proven.
+// It does not go to a pooled replica when it needs a position.
+
+// checkReplay reads the replay position of p's server for a read that
+// needs one, in a transaction of its own on a pooled node (inTx).
+func checkReplay(ctx context.Context, p *physical) (replay LSN, inTx bool, err error) {
+	if !p.node.pooled.Load() {
+		replay, err = queryLSN(ctx, p.conn, replaySQL)
+		return replay, false, err
+	}
+	replay, err = p.wire.beginChecked(ctx, p)
+	if err != nil {
+		return 0, false, err
+	}
+	return replay, true, nil
+}
+
+// endCheckTx ends the transaction of a lease whose check began one, once
+// its read is done, before the connection goes back; *err becomes an
+// error that closes the connection when that fails.
+func (l *lease) endCheckTx(err *error) {
+	if !l.inTx {
+		return
+	}
+	l.inTx = false
+	if *err == nil || !sqlstate.ServerGone(*err) {
+		if e := endCheckTx(l.p, l.c.cfg.ProbeTimeout); e != nil {
+			*err = e
+		}
+	}
+}
+
+// endCheckTx ends the transaction a pooled check began on p (timeout at
+// most: the caller is done with the read). An error closes the
+// connection rather than lend it inside a transaction.
+func endCheckTx(p *physical, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err := execInner(ctx, p.conn, "ROLLBACK", nil)
+	if err != nil {
+		return driver.ErrBadConn
+	}
+	return nil
+}
 
 // Reads with their replay check in their own flight, for both front
 // doors (guardedRead): a read whose replica is not known to have its
 // position sends the check and the query as one pipeline under one Sync
 // when the inner driver is pgx (the pgx-native handle's operations do
-// this themselves; a database/sql query does it here, flightQuery). So the read costs the round trip it
-// costs pgx's stdlib, and both run in one implicit transaction on one
-// backend, which no proxy or transaction pooler splits (the check then
-// proves the very server that answers). When the replica turns out
+// this themselves; a database/sql query does it through
+// internal/pgxflight, flightQuery), at the round trip it costs pgx's
+// stdlib, on the very server that answers. When the replica turns out
 // behind, its rows are dropped unseen and the read goes where the plan
-// says (guardedRead). lib/pq cannot pipeline: its reads check first.
-//
-// The query goes as an unnamed statement, its parameters and result
-// formats chosen as stdlib chooses them from the statement's description
-// (kept per connection, learnt with one round trip the first time, as
-// stdlib's own statement cache does), and its values come out as stdlib's
-// (pgxrows.go). With default_query_exec_mode=exec the parameters go as
-// text with no description, as pgx sends them then; with simple_protocol
-// there is no pipeline, and the read checks first.
+// says. lib/pq cannot pipeline, nor can simple_protocol: those reads
+// check first.
 
 // flightQuery is a database/sql query run behind its replay check; rows
 // hold its answer once it ran.
@@ -38,7 +93,7 @@ type flightQuery struct {
 	ctx   context.Context
 	query string
 	args  []driver.NamedValue
-	rows  *pgxRows
+	rows  *pgxflight.Rows
 }
 
 // guardedRead serves a read that needs a position no replica is known to
@@ -75,7 +130,7 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Cla
 	} else {
 		replayed, err = guarded.RunGuarded(pgxConnOf(p), want)
 	}
-	if errors.Is(err, errNoFlight) {
+	if errors.Is(err, pgxflight.ErrNoFlight) {
 		l.release(nil)
 		return lease{}, false, nil
 	}
@@ -157,136 +212,21 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 	return c.newLease(res, true, false), max(need, c.needOn(pl, n)), true
 }
 
-// flightDescs bounds the statement descriptions a connection keeps for
-// reads in flight; they live on the client only, so dropping one costs a
-// round trip the next time, nothing on the server.
-const flightDescs = 128
-
 // run sends the check and the query on p in one flight and reads up to
-// the query's first row. It returns the replay position the check read,
-// and pgxroute.ErrBehind, having handed out nothing, when it does not
-// meet need.
+// the query's first row (pgxflight.Run). It returns the replay position
+// the check read, and pgxroute.ErrBehind, having handed out nothing, when
+// it does not meet need.
 func (q *flightQuery) run(p *physical, need pgxroute.Need) (LSN, error) {
 	w, ok := p.wire.(*pgxWire)
 	if !ok {
-		return 0, errNoFlight
+		return 0, pgxflight.ErrNoFlight
 	}
 	if err := convertArgs(p.conn, q.args); err != nil {
 		return 0, err
 	}
-	ctx := q.ctx
-	sd, err := w.description(ctx, q.query)
-	if err != nil {
-		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
-			// Described before any check: this server may be behind the
-			// schema the read needs (a table created since). The read
-			// checks first instead, and its own answer tells.
-			return 0, errNoFlight
-		}
-		return 0, badConnIfUnsent(err)
-	}
-	args := make([]any, len(q.args))
-	for i := range q.args {
-		args[i] = q.args[i].Value
-	}
-	if sd != nil && len(sd.ParamOIDs) != len(args) {
-		return 0, fmt.Errorf("expected %d arguments, got %d", len(sd.ParamOIDs), len(args)) // pgx's words
-	}
-	var eqb pgx.ExtendedQueryBuilder
-	if err := eqb.Build(w.conn.TypeMap(), sd, args); err != nil {
-		return 0, err
-	}
-	var oids []uint32
-	var formats []int16
-	if sd != nil {
-		oids = sd.ParamOIDs
-		formats = make([]int16, len(sd.Fields))
-		for i := range sd.Fields {
-			formats[i] = stdlibResultFormat(sd.Fields[i].DataTypeOID)
-		}
-	}
-	pc := w.conn.PgConn()
-	pipe := pc.StartPipeline(ctx)
-	pipe.SendQueryParams(replaySQL, nil, nil, nil, nil)
-	pipe.SendQueryParams(q.query, eqb.ParamValues, oids, eqb.ParamFormats, formats)
-	if err := pipe.Sync(); err != nil {
-		pipe.Close()
-		return 0, badConnIfUnsent(err)
-	}
-	replayed, err := readReplay(pipe)
-	if err != nil {
-		return 0, errors.Join(err, pipe.Close())
-	}
-	if !need.Met(uint64(replayed)) {
-		return replayed, errors.Join(pgxroute.ErrBehind, pipe.Close())
-	}
-	res, err := pipe.GetResults()
-	if err != nil {
-		w.forget(q.query) // the statement may have changed
-		return replayed, errors.Join(err, pipe.Close())
-	}
-	rr, ok := res.(*pgconn.ResultReader)
-	if !ok {
-		pipe.Close()
-		return replayed, fmt.Errorf("pgreplica: unexpected answer %T to a read in flight", res)
-	}
-	rows := &pgxRows{rows: pgx.RowsFromResultReader(w.conn.TypeMap(), rr), m: w.conn.TypeMap(),
-		done: func() error { return endPipeline(pipe) }}
-	rows.more = rows.rows.Next()
-	rows.peeked = true
-	if err := rows.rows.Err(); err != nil {
-		w.forget(q.query)
-		rows.Close()
-		return replayed, err
-	}
+	replayed, rows, err := pgxflight.Run(q.ctx, w.conn, &w.descs, replaySQL, q.query, q.args, need)
 	q.rows = rows
-	return replayed, nil
-}
-
-// errNoFlight: the read cannot go in flight on this connection (not
-// pgx's, or its statement could not be described there); it goes the way
-// that checks first.
-var errNoFlight = errors.New("pgreplica: the read cannot carry its check in its flight here")
-
-// readReplay reads the check's answer, the first result of the pipeline.
-func readReplay(pipe *pgconn.Pipeline) (LSN, error) {
-	res, err := pipe.GetResults()
-	if err != nil {
-		return 0, err
-	}
-	rr, ok := res.(*pgconn.ResultReader)
-	if !ok {
-		return 0, fmt.Errorf("pgreplica: unexpected answer %T to the replay check", res)
-	}
-	r := rr.Read()
-	if r.Err != nil {
-		return 0, r.Err
-	}
-	if len(r.Rows) != 1 || len(r.Rows[0]) != 1 {
-		return 0, errors.New("pgreplica: unexpected answer to the replay check")
-	}
-	return lsnValue(r.Rows[0][0])
-}
-
-// endPipeline reads the flight's Sync, after the query's rows, and ends
-// the pipeline.
-func endPipeline(pipe *pgconn.Pipeline) error {
-	res, err := pipe.GetResults()
-	if err == nil {
-		if _, ok := res.(*pgconn.PipelineSync); !ok {
-			err = fmt.Errorf("pgreplica: unexpected answer %T after a read in flight", res)
-		}
-	}
-	return errors.Join(err, pipe.Close())
-}
-
-// badConnIfUnsent reports an error that left nothing sent as
-// driver.ErrBadConn, as stdlib does, so database/sql may try again.
-func badConnIfUnsent(err error) error {
-	if pgconn.SafeToRetry(err) {
-		return driver.ErrBadConn
-	}
-	return err
+	return LSN(replayed), err
 }
 
 // flightsFor reports whether reads through database/sql can carry their

@@ -1,0 +1,110 @@
+// Package innerrows wraps the rows of an inner driver for database/sql:
+// it forwards their optional column-type and result-set interfaces, so
+// that ColumnTypes() and NextResultSet work as with the inner driver
+// directly, and tells the owner once, when database/sql closes them, how
+// they ended. It needs no router: the root package's rows embed Rows and
+// do what the statement's plan asks once they are done (give the
+// connection back, capture a write's position, bound a session's read).
+// Its tests run with `go test ./internal/innerrows/`.
+package innerrows
+
+import (
+	"database/sql/driver"
+	"io"
+	"reflect"
+)
+
+// Rows are inner rows with an owner that learns how they ended.
+type Rows struct {
+	driver.Rows
+	// After is told, once, when the rows close.
+	After  After
+	err    error // first error Next returned, other than io.EOF
+	closed bool
+}
+
+// After is what runs when rows close: err is the first error of the rows,
+// or of closing them.
+type After interface{ AfterRows(err error) }
+
+var (
+	_ driver.RowsNextResultSet              = (*Rows)(nil)
+	_ driver.RowsColumnTypeDatabaseTypeName = (*Rows)(nil)
+	_ driver.RowsColumnTypeLength           = (*Rows)(nil)
+	_ driver.RowsColumnTypeNullable         = (*Rows)(nil)
+	_ driver.RowsColumnTypePrecisionScale   = (*Rows)(nil)
+	_ driver.RowsColumnTypeScanType         = (*Rows)(nil)
+)
+
+func (r *Rows) Next(dest []driver.Value) error {
+	err := r.Rows.Next(dest)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return err
+}
+
+func (r *Rows) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	err := r.Rows.Close()
+	if r.After != nil {
+		e := r.err
+		if e == nil {
+			e = err
+		}
+		r.After.AfterRows(e)
+	}
+	return err
+}
+
+func (r *Rows) HasNextResultSet() bool {
+	if x, ok := r.Rows.(driver.RowsNextResultSet); ok {
+		return x.HasNextResultSet()
+	}
+	return false
+}
+
+func (r *Rows) NextResultSet() error {
+	if x, ok := r.Rows.(driver.RowsNextResultSet); ok {
+		return x.NextResultSet()
+	}
+	return io.EOF
+}
+
+func (r *Rows) ColumnTypeDatabaseTypeName(i int) string {
+	if x, ok := r.Rows.(driver.RowsColumnTypeDatabaseTypeName); ok {
+		return x.ColumnTypeDatabaseTypeName(i)
+	}
+	return ""
+}
+
+func (r *Rows) ColumnTypeLength(i int) (int64, bool) {
+	if x, ok := r.Rows.(driver.RowsColumnTypeLength); ok {
+		return x.ColumnTypeLength(i)
+	}
+	return 0, false
+}
+
+func (r *Rows) ColumnTypeNullable(i int) (bool, bool) {
+	if x, ok := r.Rows.(driver.RowsColumnTypeNullable); ok {
+		return x.ColumnTypeNullable(i)
+	}
+	return false, false
+}
+
+func (r *Rows) ColumnTypePrecisionScale(i int) (int64, int64, bool) {
+	if x, ok := r.Rows.(driver.RowsColumnTypePrecisionScale); ok {
+		return x.ColumnTypePrecisionScale(i)
+	}
+	return 0, 0, false
+}
+
+func (r *Rows) ColumnTypeScanType(i int) reflect.Type {
+	if x, ok := r.Rows.(driver.RowsColumnTypeScanType); ok {
+		return x.ColumnTypeScanType(i)
+	}
+	return reflect.TypeFor[any]()
+}
