@@ -13,7 +13,7 @@ import (
 
 // Borrowing a connection under a plan: acquire takes the primary, a
 // replica that satisfies the read (leaseReplica, leaseAffine), or else
-// what wait.go and fallback.go decide; a lease is what the caller holds
+// what wait.go decides; a lease is what the caller holds
 // until its statement or transaction is done.
 
 // lease is one physical connection borrowed under a plan.
@@ -34,7 +34,7 @@ type lease struct {
 	// only; see deadlineWatch).
 	watch *deadlineWatch
 	// inTx: the lease began a transaction for its replay check, which
-	// ends when it is given back (pooledcheck.go).
+	// ends when it is given back (replaycheck.go).
 	inTx bool
 }
 

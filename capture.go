@@ -139,7 +139,7 @@ func (m *clusterMarks) needsInsertLSN() bool {
 
 // readPrimaryLSN reads the primary's flush position (the insert position
 // when a commit may have been asynchronous) on the primary's probe
-// connection (probeconn.go): captures never wait for a pooled connection
+// connection (prober.go): captures never wait for a pooled connection
 // behind the statements they serve, nor take one from them, and cost the
 // primary no connection of their own. Only while there is no probe
 // connection (before the first probe, after a failed one) does a capture

@@ -25,7 +25,7 @@ type Connector struct {
 	closed atomic.Bool
 	pq     bool // the inner driver is lib/pq (Config.Driver)
 	// flights: database/sql reads may carry their replay check in their
-	// own flight (flightread.go).
+	// own flight (replaycheck.go).
 	flights bool
 	topo    atomic.Pointer[topology]
 	// mark is this connector's handle on its cluster's process
@@ -34,7 +34,7 @@ type Connector struct {
 	mark atomic.Pointer[watermark]
 	// refused remembers statements a replica refused with SQLSTATE
 	// 25006, so they go straight to the primary next time; conflicting
-	// those that kept conflicting with replay, for a while (retry.go).
+	// those that kept conflicting with replay, for a while (route.go).
 	refused, conflicting statementSet
 	// hedges bounds and sends hedged reads (hedge.go).
 	hedges   hedger
@@ -45,7 +45,7 @@ type Connector struct {
 	metrics metrics
 
 	// fallbacks bounds concurrent reads that fell back to the primary
-	// (fallback.go).
+	// (wait.go).
 	fallbacks fallbackGate
 	cfg       Config
 	nodes     []*node

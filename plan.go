@@ -58,7 +58,7 @@ type plan struct {
 	fresh nodeSet
 	tried nodeSet
 	// retried is what its retries spent; conflicted: replay conflicts
-	// sent it to the primary (retry.go).
+	// sent it to the primary (route.go).
 	retried    retried
 	conflicted bool
 	// unchecked: the read runs on whatever connection it is given,

@@ -139,7 +139,7 @@ func (s *stmt) bound() driver.Stmt {
 
 // closeInner gives the inner statement back to the physical conn the
 // virtual conn still holds: kept prepared there when the conn gives the
-// connection back (keep; keptstmts.go), closed when its user closed it.
+// connection back (keep; internal/keptstmt), closed when its user closed it.
 func (s *stmt) closeInner(keep bool) error {
 	if s.inner == nil {
 		return nil
@@ -190,7 +190,7 @@ func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
 // bind returns the inner statement to run s on the connection the
 // conn holds now (a transaction's, or one pinned by session state): the
 // one bound there, or, for a statement prepared while the conn held none,
-// one kept prepared on that connection (keptstmts.go), bound from now on.
+// one kept prepared on that connection (internal/keptstmt), bound from now on.
 // go-tpc and many services prepare statements on a *sql.Conn and run them
 // inside the transactions they begin on it; with the inner driver alone
 // each run costs one round trip, and so it does here after the first.
