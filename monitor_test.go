@@ -46,36 +46,3 @@ func TestMonitorIdleWhileNoStatementRuns(t *testing.T) {
 		time.Sleep(time.Millisecond) // the condition is time passing
 	}
 }
-
-// TestCaptureStandsInForThePrimarysProbe: the primary's probe is left out
-// while a capture read its position within the interval and the last
-// probe is younger than an idle interval; never for a replica, a failed
-// host, after a stale capture or once the last probe is that old.
-func TestCaptureStandsInForThePrimarysProbe(t *testing.T) {
-	p := newProber("", nil, false)
-	now := time.Now()
-	for _, tc := range []struct {
-		name     string
-		st       *nodeStatus
-		captured time.Duration // ago; 0: never
-		probed   time.Duration // ago
-		want     bool
-	}{
-		{"primary, fresh capture, recent probe", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, 300 * time.Millisecond, true},
-		{"primary, capture older than the interval", &nodeStatus{role: rolePrimary}, 300 * time.Millisecond, 300 * time.Millisecond, false},
-		{"primary, last probe an idle interval ago", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, time.Second, false},
-		{"primary, never captured", &nodeStatus{role: rolePrimary}, 0, 10 * time.Millisecond, false},
-		{"replica", &nodeStatus{role: roleReplica}, 10 * time.Millisecond, 10 * time.Millisecond, false},
-		{"failed primary", &nodeStatus{role: rolePrimary, err: errNoProbeConn}, 10 * time.Millisecond, 10 * time.Millisecond, false},
-		{"never probed", nil, 10 * time.Millisecond, 10 * time.Millisecond, false},
-	} {
-		p.last = tc.st
-		p.capturedAt.Store(0)
-		if tc.captured != 0 {
-			p.capturedAt.Store(now.Add(-tc.captured).UnixNano())
-		}
-		if got := p.captureStandsIn(now.Add(-tc.probed), 250*time.Millisecond, time.Second); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}

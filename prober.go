@@ -124,9 +124,11 @@ type prober struct {
 	user   string
 	pooled bool
 
-	// last is the latest answer; failures counts failed probes in a row.
+	// last is the latest answer; failures counts failed probes in a row;
+	// lent is lentCount at the last look (trafficStandsIn).
 	last     *nodeStatus
 	failures int
+	lent     int64
 	// lightProbes counts the light probes since the last full one;
 	// fullProbes makes every probe full (ExcludeSyncStandby needs the
 	// standbys' sync states as they are).
@@ -203,12 +205,14 @@ func (p *prober) loop(ctx context.Context) {
 	poked := true        // the first probe goes at once
 	for {
 		wait, busy, idle := p.intervals()
-		if poked || !p.captureStandsIn(probed, busy, idle) {
+		lent := p.lentCount()
+		if poked || !p.captureStandsIn(probed, busy, idle) && !p.trafficStandsIn(probed, idle, lent) {
 			probed = time.Now()
 			if !p.probeOnce(ctx) {
 				return
 			}
 		}
+		p.lent = lent
 		if p.failures > 1 {
 			// Banned: probe a failing host less often, up to a cap.
 			wait = min(wait<<min(p.failures-1, 10), maxProbeBackoff)
@@ -266,6 +270,37 @@ func (p *prober) captureStandsIn(probed time.Time, busy, idle time.Duration) boo
 	now := time.Now()
 	at := p.capturedAt.Load()
 	return now.Sub(probed) < idle && at != 0 && time.Duration(now.UnixNano()-at) < busy
+}
+
+// trafficStandsIn reports whether the primary's probe due now may be left
+// out because statements ran on it since the last look (its pools lent
+// connections: lent moved): a primary that answers them is up, and one
+// that fails a statement is poked at once. The probe still goes once an
+// idle interval, for its role, timeline and a lag sample, and a write's
+// position is read when something needs it, not by probes: a busy
+// process costs the primary one probe a second, as an idle one does.
+// Replicas are probed at the busy rate: their replay positions route
+// reads.
+func (p *prober) trafficStandsIn(probed time.Time, idle time.Duration, lent int64) bool {
+	prev := p.last
+	if prev == nil || prev.err != nil || prev.role != rolePrimary {
+		return false
+	}
+	return lent != p.lent && time.Since(probed) < idle
+}
+
+// lentCount sums the connections the subscribers' pools on this address
+// ever lent.
+func (p *prober) lentCount() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var lent int64
+	for _, s := range p.subs {
+		if s.n.pool != nil {
+			lent += s.n.pool.pool.Stat().AcquireCount()
+		}
+	}
+	return lent
 }
 
 // probeOnce probes once and hands the answer to every subscriber; false:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestCheckSingleAddress(t *testing.T) {
@@ -27,5 +28,66 @@ func TestCheckSingleAddress(t *testing.T) {
 	}
 	if err := checkSingleAddress(ctx, "nope", fake); err == nil {
 		t.Error("an unresolvable name must fail the probe")
+	}
+}
+
+// TestTrafficStandsInForThePrimarysProbe: the primary's probe is left out
+// while its pools lent connections since the last look and the last probe
+// is younger than an idle interval; never for a replica, a failed host,
+// without statements, or once the last probe is that old.
+func TestTrafficStandsInForThePrimarysProbe(t *testing.T) {
+	p := newProber("", nil, false)
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		st     *nodeStatus
+		lent   int64 // at the last look 10; now:
+		probed time.Duration
+		want   bool
+	}{
+		{"primary, statements ran, recent probe", &nodeStatus{role: rolePrimary}, 12, 300 * time.Millisecond, true},
+		{"primary, no statement since", &nodeStatus{role: rolePrimary}, 10, 300 * time.Millisecond, false},
+		{"primary, last probe an idle interval ago", &nodeStatus{role: rolePrimary}, 12, time.Second, false},
+		{"replica", &nodeStatus{role: roleReplica}, 12, 10 * time.Millisecond, false},
+		{"failed primary", &nodeStatus{role: rolePrimary, err: errNoProbeConn}, 12, 10 * time.Millisecond, false},
+		{"never probed", nil, 12, 10 * time.Millisecond, false},
+	} {
+		p.last, p.lent = tc.st, 10
+		if got := p.trafficStandsIn(now.Add(-tc.probed), time.Second, tc.lent); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCaptureStandsInForThePrimarysProbe: the primary's probe is left out
+// while a capture read its position within the interval and the last
+// probe is younger than an idle interval; never for a replica, a failed
+// host, after a stale capture or once the last probe is that old.
+func TestCaptureStandsInForThePrimarysProbe(t *testing.T) {
+	p := newProber("", nil, false)
+	now := time.Now()
+	for _, tc := range []struct {
+		name     string
+		st       *nodeStatus
+		captured time.Duration // ago; 0: never
+		probed   time.Duration // ago
+		want     bool
+	}{
+		{"primary, fresh capture, recent probe", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, 300 * time.Millisecond, true},
+		{"primary, capture older than the interval", &nodeStatus{role: rolePrimary}, 300 * time.Millisecond, 300 * time.Millisecond, false},
+		{"primary, last probe an idle interval ago", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, time.Second, false},
+		{"primary, never captured", &nodeStatus{role: rolePrimary}, 0, 10 * time.Millisecond, false},
+		{"replica", &nodeStatus{role: roleReplica}, 10 * time.Millisecond, 10 * time.Millisecond, false},
+		{"failed primary", &nodeStatus{role: rolePrimary, err: errNoProbeConn}, 10 * time.Millisecond, 10 * time.Millisecond, false},
+		{"never probed", nil, 10 * time.Millisecond, 10 * time.Millisecond, false},
+	} {
+		p.last = tc.st
+		p.capturedAt.Store(0)
+		if tc.captured != 0 {
+			p.capturedAt.Store(now.Add(-tc.captured).UnixNano())
+		}
+		if got := p.captureStandsIn(now.Add(-tc.probed), 250*time.Millisecond, time.Second); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -31,11 +31,24 @@ type sample struct {
 }
 
 // Add records a primary sample; the same sample twice is kept once.
-func (l *Tracker) Add(at time.Time, lsn uint64) {
+func (l *Tracker) Add(at time.Time, lsn uint64) { l.add(at, lsn, false) }
+
+// AddAtLeast records a lower bound of the primary's position (what a
+// replica had received by then): one below the newest sample is raised to
+// it, since the primary's position never goes back.
+func (l *Tracker) AddAtLeast(at time.Time, lsn uint64) { l.add(at, lsn, true) }
+
+func (l *Tracker) add(at time.Time, lsn uint64, atLeast bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.count > 0 && !at.After(l.samples[(l.next-1+len(l.samples))%len(l.samples)].at) {
-		return
+	if l.count > 0 {
+		newest := l.samples[(l.next-1+len(l.samples))%len(l.samples)]
+		if !at.After(newest.at) {
+			return
+		}
+		if atLeast {
+			lsn = max(lsn, newest.lsn)
+		}
 	}
 	l.samples[l.next] = sample{at, lsn}
 	l.next = (l.next + 1) % len(l.samples)

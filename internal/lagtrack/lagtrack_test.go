@@ -90,3 +90,24 @@ func TestRingKeepsNewest(t *testing.T) {
 		t.Errorf("PassedAt(0) = %v, %v; want the oldest kept sample's time", at.Sub(t0), ok)
 	}
 }
+
+// TestAddAtLeast: a lower bound below the newest sample is raised to it;
+// a plain sample is kept as it is; an older sample of either kind is
+// dropped.
+func TestAddAtLeast(t *testing.T) {
+	var l Tracker
+	t0 := time.Unix(1000, 0)
+	l.Add(t0, 100)
+	l.AddAtLeast(t0.Add(time.Second), 90)
+	if pos, _ := l.PositionAt(t0.Add(time.Second)); pos != 100 {
+		t.Errorf("lower bound 90 after 100: position %d, want 100", pos)
+	}
+	l.AddAtLeast(t0.Add(2*time.Second), 300)
+	if pos, _ := l.PositionAt(t0.Add(2 * time.Second)); pos != 300 {
+		t.Errorf("lower bound 300: position %d, want 300", pos)
+	}
+	l.AddAtLeast(t0.Add(time.Second/2), 1000)
+	if pos, _ := l.PositionAt(t0.Add(2 * time.Second)); pos != 300 {
+		t.Errorf("an older lower bound changed the newest position to %d", pos)
+	}
+}
