@@ -196,10 +196,16 @@ type ReadAfterWrite int
 
 // Read-after-write choices.
 const (
-	// ReadAfterWritePrimary sends the read to the primary at once: a
-	// replica cannot have replayed a write that young, so waiting for one
-	// would only add the time it takes. It holds a fallback slot when one
-	// is free; when none is, the read takes the replica path.
+	// ReadAfterWritePrimary answers sooner: the read goes to the primary
+	// at once when no replica is predicted to have the write as soon as
+	// the primary would answer (the write's time plus a replica's
+	// measured time lag, never less than its recovery_min_apply_delay,
+	// against the primary's round trip). With pgx inside, where the
+	// write's position is read beside the read's own flight, a caught-up
+	// replica serves it; with lib/pq, which reads the position first, a
+	// write younger than 5 ms goes to the primary. It holds a fallback
+	// slot when one is free; when none is, the read takes the replica
+	// path.
 	ReadAfterWritePrimary ReadAfterWrite = iota
 	// ReadAfterWriteReplica reads the write's position at once (one
 	// statement on the primary, shared by concurrent reads) and then

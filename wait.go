@@ -19,9 +19,9 @@ import (
 // concurrent fallback reads (fallBack, fallbackGate).
 
 // readAfterWrite handles a read that needs a write whose position is not
-// read yet (pl.pending). For a write younger than youngWrite, with
-// ReadAfterWritePrimary, it takes the primary at once when a fallback slot
-// is free (ok): no replica can have a write that young. Otherwise it reads
+// read yet (pl.pending). With ReadAfterWritePrimary, when no replica is
+// predicted to answer it as soon as the primary (replicasLate), it takes
+// the primary at once if a fallback slot is free (ok). Otherwise it reads
 // the position (sharing the statement with concurrent readers and the
 // background capture, which a loaded machine may have delayed) and lets
 // the read look for a replica that has it. A read that can carry its
@@ -32,8 +32,7 @@ import (
 func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
 	m := c.marksOf(pl.topo)
 	if m.covered.Load() < pl.pending {
-		young := !pl.pendingWriteAt.IsZero() && time.Since(pl.pendingWriteAt) < youngWrite
-		if young && c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError {
+		if c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError && c.replicasLate(pl, beside) {
 			if c.fallbacks.tryTake() {
 				if l, err := c.leasePrimary(ctx, pl.topo, true); err == nil {
 					c.metrics.recentWriteReads.Add(1)
@@ -115,9 +114,41 @@ func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
 	return nil
 }
 
+// replicasLate predicts whether a replica would answer a read of the
+// pending write later than the primary (ReadAfterWritePrimary sends it
+// there then). A read that carries its check in its flight (beside) costs
+// a replica's round trip, the write's position being read beside it: it
+// is late only when every replica the read may use is predicted to
+// replay the write more than a primary round trip from now (the write's
+// time plus the replica's measured time lag, never less than its
+// recovery_min_apply_delay). Otherwise the position costs a round trip
+// of its own before the read, and a write younger than youngWrite is
+// taken to be on no replica yet.
+func (c *Connector) replicasLate(pl *plan, beside bool) bool {
+	if pl.pendingWriteAt.IsZero() {
+		return false // only a session read's bound is pending: resolved, never sent to the primary
+	}
+	if !beside {
+		return time.Since(pl.pendingWriteAt) < youngWrite
+	}
+	p := pl.topo.primaryNode()
+	if p == nil {
+		return false
+	}
+	ahead := p.n.rttEWMA() + time.Since(pl.pendingWriteAt)
+	for set := pl.replicas(false); set != 0; set &= set - 1 {
+		v := &pl.topo.nodes[set.nth(0)]
+		if max(v.lag, v.status.applyDelay) <= ahead {
+			return false
+		}
+	}
+	return true
+}
+
 // youngWrite is the age under which a write is taken to be on no replica
-// yet: about when its background capture is due. Replication on a fast
-// network takes about as long.
+// yet when its position must be read before the read: about when its
+// background capture is due. Replication on a fast network takes about
+// as long.
 const youngWrite = captureDelay
 
 // resolveUntil resolves ticket, trying again while it fails (a failover:

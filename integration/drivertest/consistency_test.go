@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/pgreplica/pgreplica"
 )
@@ -166,5 +167,94 @@ func TestCommitCapture(t *testing.T) {
 			}
 			rtx.Commit()
 		})
+	}
+}
+
+// TestReadAfterOwnWriteOnAReplica: under the defaults (pgx inside,
+// process consistency, read_after_write=primary), a read right after the
+// process's own write goes to a caught-up replica, which has replayed it
+// or will within the read's flight, and sees it: the primary serves it
+// only when every replica is predicted to replay the write later than the
+// primary would answer (a replica applying 500 ms late).
+func TestReadAfterOwnWriteOnAReplica(t *testing.T) {
+	db := open(t, "pgx")
+	ctx := ctxFor(t)
+	tbl := table(t, db)
+	c, err := pgreplica.ConnectorOf(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBack := func(n int) (onReplicas int) {
+		t.Helper()
+		for i := range n {
+			var id int
+			if err := db.QueryRowContext(ctx, "INSERT INTO "+tbl+" (v) VALUES ($1) RETURNING id", itoa(i)).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			var v string
+			var port int
+			if err := db.QueryRowContext(ctx, "SELECT v, inet_server_port() FROM "+tbl+" WHERE id = $1", id).Scan(&v, &port); err != nil {
+				t.Fatalf("read %d: %v", i, err)
+			}
+			if v != itoa(i) {
+				t.Fatalf("read %q after writing %q", v, itoa(i))
+			}
+			if nodeOf(t, port) != cluster.Primary() {
+				onReplicas++
+			}
+		}
+		return onReplicas
+	}
+	const n = 40
+	before := c.Stats().RecentWriteReads
+	if got := readBack(n); got < n*9/10 {
+		t.Errorf("%d of %d reads right after their writes ran on replicas, want at least 90%% (stats %+v)", got, n, c.Stats())
+	}
+	if sent := c.Stats().RecentWriteReads - before; sent > n/10 {
+		t.Errorf("%d of %d reads sent to the primary for a recent write", sent, n)
+	}
+
+	// Both replicas apply 500 ms late: the primary answers sooner.
+	for i := range cluster.Len() {
+		if i == cluster.Primary() {
+			continue
+		}
+		if err := cluster.SetApplyDelay(ctx, i, 500*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := cluster.SetApplyDelay(ctx, i, 0); err != nil {
+				t.Error(err)
+			}
+			if err := cluster.WaitCaughtUp(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// The monitor reads recovery_min_apply_delay with its next probe of
+	// each replica.
+	set := time.Now()
+	for _, ns := range c.Nodes() {
+		for ns.Role == pgreplica.RoleReplica && !ns.Sampled.After(set) {
+			select {
+			case <-ctx.Done():
+				t.Fatal("no probe after the apply delay was set")
+			case <-time.After(10 * time.Millisecond):
+			}
+			for _, now := range c.Nodes() {
+				if now.Addr == ns.Addr {
+					ns = now
+				}
+			}
+		}
+	}
+	before = c.Stats().RecentWriteReads
+	if got := readBack(10); got != 0 {
+		t.Errorf("%d of 10 reads after their writes ran on replicas applying 500 ms late", got)
+	}
+	if sent := c.Stats().RecentWriteReads - before; sent != 10 {
+		t.Errorf("%d of 10 reads sent to the primary for a recent write, want all", sent)
 	}
 }
