@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 // TestReadYourWritesWithPausedReplicas: a write through context.Background
@@ -219,19 +220,7 @@ func TestReadAfterOwnWriteOnAReplica(t *testing.T) {
 		if i == cluster.Primary() {
 			continue
 		}
-		if err := cluster.SetApplyDelay(ctx, i, 500*time.Millisecond); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := cluster.SetApplyDelay(ctx, i, 0); err != nil {
-				t.Error(err)
-			}
-			if err := cluster.WaitCaughtUp(ctx); err != nil {
-				t.Error(err)
-			}
-		})
+		itest.SetApplyDelay(t, cluster, i, 500*time.Millisecond)
 	}
 	// The monitor reads recovery_min_apply_delay with its next probe of
 	// each replica.

@@ -121,3 +121,23 @@ func Summary[T cmp.Ordered](xs []T, show func(T) string) string {
 func DurStats(ds []time.Duration) string {
 	return Summary(ds, func(d time.Duration) string { return d.Round(time.Millisecond).String() })
 }
+
+// SetApplyDelay sets replica i's recovery_min_apply_delay to d for the
+// rest of the test: when it ends the delay goes back to 0 and the test
+// waits until every replica caught up.
+func SetApplyDelay(t testing.TB, c *integration.Cluster, i int, d time.Duration) {
+	t.Helper()
+	if err := c.SetApplyDelay(Ctx(t, 30*time.Second), i, d); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.SetApplyDelay(ctx, i, 0); err != nil {
+			t.Error(err)
+		}
+		if err := c.WaitCaughtUp(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+}

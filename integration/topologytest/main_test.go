@@ -185,19 +185,7 @@ func (w *writer) stop(t *testing.T) {
 // it (waiting for the replica to catch up) when the test ends.
 func setApplyDelay(t *testing.T, c *integration.Cluster, i int, d time.Duration) {
 	t.Helper()
-	if err := c.SetApplyDelay(testCtx(t, 30*time.Second), i, d); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := c.SetApplyDelay(ctx, i, 0); err != nil {
-			t.Error(err)
-		}
-		if err := c.WaitCaughtUp(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	itest.SetApplyDelay(t, c, i, d)
 }
 
 // pauseReplay pauses replay on replica i of c and resumes it when the test
