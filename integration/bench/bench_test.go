@@ -50,6 +50,7 @@ func BenchmarkReadWriteTx(b *testing.B) { benchWorkload(b, readWriteTx) }
 func benchWorkload(b *testing.B, w workload) {
 	for _, drv := range drivers {
 		b.Run("drv="+drv, func(b *testing.B) {
+			skipIfSessionless(b, w)
 			createTable(b, "bench")
 			e := newEnv(b, drv, clusterEndpoints(), "bench")
 			for _, impl := range []string{"direct", "pgreplica"} {

@@ -133,12 +133,18 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 	e.reader = openDB(tb, pgreplica.DriverName, routed+"&pgreplica_zones=primary,near,far&pgreplica_zone=near")
 	e.spread = openDB(tb, pgreplica.DriverName, routed)
 	e.writer = openDB(tb, pgreplica.DriverName, routed)
-	if _, err := e.reader.ExecContext(pgreplica.WithSession(ctx, e.session), e.insertSQL, "seed"); err != nil {
+	seedCtx := pgreplica.WithSession(ctx, e.session)
+	if sessionless() {
+		seedCtx = ctx
+	}
+	if _, err := e.reader.ExecContext(seedCtx, e.insertSQL, "seed"); err != nil {
 		tb.Fatal(err)
 	}
 	var err error
-	if e.token, err = pgreplica.ParseToken(e.session.Token()); err != nil {
-		tb.Fatal(err)
+	if !sessionless() {
+		if e.token, err = pgreplica.ParseToken(e.session.Token()); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	if err := cluster.WaitCaughtUp(ctx); err != nil {
 		tb.Fatal(err)
@@ -203,6 +209,24 @@ type workload struct {
 	direct, routed func(ctx context.Context, e *env) (context.Context, *sql.DB)
 	// replicaRead: pgreplica must serve every run from a replica.
 	replicaRead bool
+	// session: the routed side uses the env's Session (skipped when the
+	// process runs sessionless).
+	session bool
+}
+
+// sessionless reports whether this process keeps from Sessions
+// (PGREPLICA_BENCH_SESSIONLESS=1): once a statement with a Session ran on
+// a cluster, the process captures write positions in the background
+// after writes (docs/consistency.md), which a process that never uses one
+// (go-tpc, most services) does not pay. The env's seed write then goes
+// without a Session, and the workloads that need one are skipped.
+func sessionless() bool { return os.Getenv("PGREPLICA_BENCH_SESSIONLESS") != "" }
+
+// skipIfSessionless skips w where the process keeps from Sessions.
+func skipIfSessionless(tb testing.TB, w workload) {
+	if w.session && sessionless() {
+		tb.Skip("PGREPLICA_BENCH_SESSIONLESS: the workload needs a Session")
+	}
 }
 
 func (w workload) side(impl string) func(context.Context, *env) (context.Context, *sql.DB) {
@@ -239,13 +263,13 @@ var (
 	// readToken carries the session's position as a token, as a request
 	// that brought it in a cookie or header would.
 	readToken = workload{
-		name: "ReadToken", run: readRow, replicaRead: true, direct: onReplica,
+		name: "ReadToken", run: readRow, replicaRead: true, direct: onReplica, session: true,
 		routed: func(ctx context.Context, e *env) (context.Context, *sql.DB) {
 			return pgreplica.WithToken(ctx, e.token), e.reader
 		},
 	}
 	readSession = workload{
-		name: "ReadSession", run: readRow, replicaRead: true, direct: onReplica,
+		name: "ReadSession", run: readRow, replicaRead: true, direct: onReplica, session: true,
 		routed: func(ctx context.Context, e *env) (context.Context, *sql.DB) {
 			return pgreplica.WithSession(ctx, e.session), e.reader
 		},

@@ -26,6 +26,7 @@ func BenchmarkPaired(b *testing.B) {
 		b.Run(w.name, func(b *testing.B) {
 			for _, drv := range drivers {
 				b.Run("drv="+drv, func(b *testing.B) {
+					skipIfSessionless(b, w)
 					createTable(b, "bench")
 					benchPair(b, newEnv(b, drv, clusterEndpoints(), "bench"), w)
 				})
