@@ -123,7 +123,7 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtclass.Class, ar
 	switch {
 	case sticky == nil && cls.SessionState:
 		cls = onPrimary(cls) // it pins: only the primary keeps it
-	case sticky == nil && cn.c.refused.has(query):
+	case sticky == nil && cn.c.refused.Has(query):
 		cls = classWrite(cls)
 	}
 	var pl plan

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgreplica/pgreplica/internal/lagtrack"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
+	"github.com/pgreplica/pgreplica/internal/stmtset"
 )
 
 // Connector is a pgreplica driver.Connector: give it to sql.OpenDB. It owns
@@ -35,7 +36,7 @@ type Connector struct {
 	// refused remembers statements a replica refused with SQLSTATE
 	// 25006, so they go straight to the primary next time; conflicting
 	// those that kept conflicting with replay, for a while (route.go).
-	refused, conflicting statementSet
+	refused, conflicting stmtset.Set
 	// hedges bounds and sends hedged reads (hedge.go).
 	hedges   hedger
 	settings settings
@@ -101,8 +102,8 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	}
 	c := &Connector{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger}
 	c.flights = flightsFor(&c.cfg)
-	c.refused.init(1024)
-	c.conflicting.init(1024)
+	c.refused.Init(1024)
+	c.conflicting.Init(1024)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

@@ -46,7 +46,7 @@ func (r pgxRouter) class(req pgxroute.Request) (cls stmtclass.Class, query strin
 		switch {
 		case cls.SessionState:
 			cls = onPrimary(cls) // only the primary keeps it
-		case c.refused.has(query):
+		case c.refused.Has(query):
 			cls = classWrite(cls)
 		}
 		return cls, query
@@ -69,7 +69,7 @@ func (r pgxRouter) batchClass(sqls []string) stmtclass.Class {
 	b := stmtclass.Class{Read: len(sqls) > 0, NoWAL: true}
 	for _, q := range sqls {
 		cls := r.c.classes.Classify(q)
-		if r.c.refused.has(q) {
+		if r.c.refused.Has(q) {
 			cls = classWrite(cls)
 		}
 		b.Read = b.Read && cls.Read && cls.Hint != stmtclass.HintPrimary

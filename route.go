@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
@@ -20,7 +19,7 @@ import (
 // one retry policy of both front doors says (retry: route for the driver
 // and the pgx handle, guardedRead for the handle's reads with their check
 // in flight), remembering the statements the replicas would not serve
-// (statementSet); a write is never sent twice. What a statement leaves
+// (stmtset.Set); a write is never sent twice. What a statement leaves
 // once it ran is recorded here too (noteServed, finish, writeFailed).
 
 // planFor reads the context's requirement and decides into pl (in place:
@@ -206,7 +205,7 @@ const (
 // having changed pl to say where:
 //
 //   - a replica refused it as a write (SQLSTATE 25006): to the primary as
-//     a write, and query is remembered (statementSet);
+//     a write, and query is remembered (stmtset.Set);
 //   - a replica lost the connection: once to another replica;
 //   - a replica cancelled it for a replay conflict: once to another
 //     replica, then, as other replicas replay the same WAL, to the
@@ -228,7 +227,7 @@ func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, qu
 			return false
 		}
 		// The classifier thought it a read; the replica disagreed.
-		c.refused.add(query, 0)
+		c.refused.Add(query, 0)
 		c.metrics.readOnlyRetries.Add(1)
 		pl.onPrimary, pl.read, pl.capture = true, false, true
 		return true
@@ -256,7 +255,7 @@ func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, qu
 		c.metrics.conflictRetries.Add(1)
 		pl.conflicted = true
 		if query != "" {
-			c.conflicting.add(query, monoNow()+mono(conflictMemory))
+			c.conflicting.Add(query, conflictMemory)
 		}
 		return true
 	case !l.replica && pl.retried&retriedPrimary == 0 && sqlstate.ServerGone(err):
@@ -276,69 +275,14 @@ func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, qu
 // read, when its requirement allows one. Most applications never have
 // such a statement: then this is one atomic load.
 func (c *Connector) avoidConflicts(pl *plan, query string) {
-	if !pl.read || pl.onPrimary || pl.conflicted || query == "" || pl.fallback == FallbackError || !c.conflicting.has(query) {
+	if !pl.read || pl.onPrimary || pl.conflicted || query == "" || pl.fallback == FallbackError || !c.conflicting.Has(query) {
 		return
 	}
 	pl.conflicted = true
 	c.metrics.conflictsAvoided.Add(1)
 }
 
-// statementSet remembers statements the replicas would not serve, so the
-// next run of each goes to the primary at once: those a replica refused as
-// writes (SQLSTATE 25006, "cannot execute … in a read-only transaction")
-// although the classifier took them for reads, kept for good, and those
-// that kept conflicting with replay (retry), kept for conflictMemory.
-// A bounded set of statement texts, read lock-free on every query and
-// written rarely (copy on write); when full it starts over: a forgotten
-// statement only costs one more retry.
-type statementSet struct {
-	// any is set once a statement was added: until then (for most
-	// applications, always) has reads no map.
-	any atomic.Bool
-	max int32 // beside any: the set takes 16 bytes of the connector's hot lines
-	// m maps a statement to when it is forgotten (0: never).
-	m atomic.Pointer[map[string]mono]
-}
-
 // conflictMemory is how long a statement that conflicted with replay on
 // the replicas goes to the primary: about as long as a long report runs
 // while vacuum cleans behind it. Then it is tried on a replica again.
 const conflictMemory = time.Minute
-
-// init readies an empty set of at most max statements.
-func (s *statementSet) init(max int) {
-	s.max = int32(max)
-	s.m.Store(&map[string]mono{})
-}
-
-func (s *statementSet) has(q string) bool {
-	if !s.any.Load() {
-		return false
-	}
-	until, ok := (*s.m.Load())[q]
-	return ok && (until == 0 || monoNow() < until)
-}
-
-// add remembers q until the given time (0: for good).
-func (s *statementSet) add(q string, until mono) {
-	for {
-		old := s.m.Load()
-		if u, ok := (*old)[q]; ok && (u == 0 || u >= until && until != 0) {
-			return
-		}
-		next := make(map[string]mono, len(*old)+1)
-		if len(*old) < int(s.max) {
-			now := monoNow()
-			for k, u := range *old {
-				if u == 0 || now < u {
-					next[k] = u
-				}
-			}
-		}
-		next[q] = until
-		if s.m.CompareAndSwap(old, &next) {
-			s.any.Store(true)
-			return
-		}
-	}
-}
