@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pgreplica/pgreplica/internal/hedging"
 	"github.com/pgreplica/pgreplica/internal/lagtrack"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 	"github.com/pgreplica/pgreplica/internal/stmtset"
@@ -110,7 +111,7 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	c.mon = newMonitor(c)
 	c.fallbacks.slots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
 	c.fallbacks.wait, c.fallbacks.metrics, c.fallbacks.log = cfg.FallbackWait, &c.metrics, c.log
-	c.hedges = hedger{budget: newHedgeBudget(cfg.MaxHedgePercent), watch: newHedgeWatch(cfg.HedgeDelay)}
+	c.hedges = hedger{budget: hedging.NewBudget(cfg.MaxHedgePercent), watch: newHedgeWatch(cfg.HedgeDelay)}
 	c.picker = cmp.Or(cfg.Picker, newPicker(cfg.Policy))
 	for i, h := range cfg.Hosts {
 		ic, err := inner(&c.cfg, h)

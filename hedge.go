@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/hedging"
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -18,10 +19,10 @@ import (
 // has not answered within the hedge delay it is also sent to another
 // replica that satisfies the same plan; the first answer wins and the
 // other attempt is cut off (its socket closed: a frozen server answers no
-// cancel request). Hedges are bounded by a budget, so a cluster that is
-// slow everywhere is not doubled in load. Here: the hedger (the budget,
-// each node's answer time, each connection's hedge slot) and the watch
-// goroutine that sends the hedges that are due.
+// cancel request). Hedges are bounded by a budget (internal/hedging), so
+// a cluster that is slow everywhere is not doubled in load. Here: the
+// hedger, each node's answer time, each connection's hedge slot and the
+// watch goroutine that sends the hedges that are due.
 
 // errHedgeLost ends the connection of the attempt that lost the race: its
 // socket was closed, or its answer was not wanted.
@@ -32,40 +33,8 @@ var errHedgeLost = errors.New("pgreplica: another attempt of this read answered 
 // the connector's hot lines: a replica read that may be hedged reads
 // watch.
 type hedger struct {
-	budget *hedgeBudget
+	budget *hedging.Budget
 	watch  *hedgeWatch
-}
-
-// hedgeBurst is how many hedges may go out at once after a calm period:
-// a replica that freezes has a handful of reads in flight on it.
-const hedgeBurst = 10
-
-// hedgeBudget is a token bucket refilled by replica reads: each adds
-// MaxHedgePercent/100 of a token, up to hedgeBurst; a hedge takes one. It
-// counts reads from the metrics when a hedge is due, so a read that is not
-// hedged pays nothing for it.
-type hedgeBudget struct {
-	mu      sync.Mutex
-	percent float64
-	tokens  float64
-	reads   int64 // replica reads at the last refill
-}
-
-func newHedgeBudget(percent int) *hedgeBudget {
-	return &hedgeBudget{percent: float64(percent), tokens: hedgeBurst}
-}
-
-// take reports whether a hedge may go out, given the replica reads so far.
-func (b *hedgeBudget) take(reads int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.tokens = min(hedgeBurst, b.tokens+float64(reads-b.reads)*b.percent/100)
-	b.reads = reads
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }
 
 // answerTime estimates how long a node takes to answer a read (to the
@@ -283,7 +252,7 @@ func (s *hedgeSlot) launch() {
 	}
 	c, ctx, w := s.c, s.ctx, s.work
 	n := s.pick()
-	if n == nil || !c.hedges.budget.take(c.metrics.replicaReads.Load()) {
+	if n == nil || !c.hedges.budget.Take(c.metrics.replicaReads.Load()) {
 		if n != nil {
 			c.metrics.hedgesDenied.Add(1)
 		}

@@ -74,25 +74,6 @@ func TestHedgeNotSentWhenTheReplicaAnswers(t *testing.T) {
 	}
 }
 
-// TestHedgeBudget: hedges are bounded to MaxHedgePercent of replica reads,
-// after a burst.
-func TestHedgeBudget(t *testing.T) {
-	b := newHedgeBudget(5)
-	sent := 0
-	for reads := int64(1); reads <= 1000; reads++ {
-		if b.take(reads) { // every read wants a hedge
-			sent++
-		}
-	}
-	// The burst, then one per 20 reads.
-	if want := hedgeBurst + 1000*5/100; sent < want-1 || sent > want {
-		t.Errorf("%d hedges for 1000 reads, want about %d", sent, want)
-	}
-	if b.take(1000) {
-		t.Errorf("a hedge without a read since the last one")
-	}
-}
-
 func TestHedgeDelayFollowsAnswers(t *testing.T) {
 	var a answerTime
 	if d := a.hedgeDelay(50 * time.Millisecond); d != 50*time.Millisecond {
