@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/probe"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -174,31 +175,10 @@ func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error)
 	return queryLSN(ctx, conn, lsnSQL(async))
 }
 
-// WAL page geometry of every PostgreSQL build we support: 8 kB pages,
-// whose first page of a segment carries a long header.
-const (
-	walPageSize       = 8192
-	walShortHeader    = 24 // SizeOfXLogShortPHD
-	walLongHeader     = 40 // SizeOfXLogLongPHD
-	walMinSegmentSize = 1 << 20
-)
-
-// reachableLSN maps an insert position that sits just past a page header
-// back to the page boundary. When the last record ended exactly at a page
-// end, pg_current_wal_insert_lsn() points past the next page's header, but
-// a replica's replay position stops at the boundary and only passes it
-// when the next record arrives — on an idle primary, seconds later. The
-// bytes in between are a header, not data, so the boundary is as good.
-func reachableLSN(l LSN) LSN {
-	off := uint64(l) % walPageSize
-	switch {
-	case off == walShortHeader:
-		return l - walShortHeader
-	case off == walLongHeader && uint64(l)%walMinSegmentSize == walLongHeader:
-		return l - walLongHeader
-	}
-	return l
-}
+// reachableLSN maps an insert position just past a WAL page header back
+// to the page boundary, which a replica's replay reaches without waiting
+// for the next record (probe.ReachableLSN).
+func reachableLSN(l LSN) LSN { return LSN(probe.ReachableLSN(uint64(l))) }
 
 // captureDelay is how long after a write the background capture starts:
 // long enough that one statement covers the writes of many concurrent

@@ -131,3 +131,27 @@ func FuzzLSNText(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReachableLSN: a position moves back only over a page header, to
+// the page boundary, and never moves again.
+func FuzzReachableLSN(f *testing.F) {
+	f.Add(uint64(0x1000018))
+	f.Add(uint64(0x1000028))
+	f.Add(uint64(0x1002028))
+	f.Add(uint64(walShortHeader))
+	f.Fuzz(func(t *testing.T, lsn uint64) {
+		got := ReachableLSN(lsn)
+		switch lsn - got {
+		case 0:
+		case walShortHeader, walLongHeader:
+			if got%walPageSize != 0 {
+				t.Fatalf("ReachableLSN(%#x) = %#x: not a page boundary", lsn, got)
+			}
+		default:
+			t.Fatalf("ReachableLSN(%#x) = %#x: moved by %d bytes", lsn, got, lsn-got)
+		}
+		if again := ReachableLSN(got); again != got {
+			t.Fatalf("ReachableLSN(%#x) = %#x, then %#x", lsn, got, again)
+		}
+	})
+}

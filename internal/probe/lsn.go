@@ -94,3 +94,29 @@ func lsnError[T string | []byte](s T, why string) error {
 	}
 	return fmt.Errorf("%s %q: %s (want X/Y with 1-8 hex digits each, e.g. 16/B374D848)", errLSN, shown, why)
 }
+
+// WAL page geometry of every PostgreSQL build we support: 8 kB pages,
+// whose first page of a segment carries a long header.
+const (
+	walPageSize       = 8192
+	walShortHeader    = 24 // SizeOfXLogShortPHD
+	walLongHeader     = 40 // SizeOfXLogLongPHD
+	walMinSegmentSize = 1 << 20
+)
+
+// ReachableLSN maps an insert position that sits just past a page header
+// back to the page boundary. When the last record ended exactly at a page
+// end, pg_current_wal_insert_lsn() points past the next page's header, but
+// a replica's replay position stops at the boundary and only passes it
+// when the next record arrives — on an idle primary, seconds later. The
+// bytes in between are a header, not data, so the boundary is as good.
+func ReachableLSN(lsn uint64) uint64 {
+	off := lsn % walPageSize
+	switch {
+	case off == walShortHeader:
+		return lsn - walShortHeader
+	case off == walLongHeader && lsn%walMinSegmentSize == walLongHeader:
+		return lsn - walLongHeader
+	}
+	return lsn
+}
