@@ -13,6 +13,7 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgreplica/pgreplica/internal/probe"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -491,10 +492,10 @@ func TestRouteSessionPrimaryReadAfterReplicaRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	hidden := func(xids string) {
-		mc.mocks[0].ExpectQuery(primaryHiddenSQL).WillReturnRows(sqlmock.NewRows([]string{"xids"}).AddRow(xids))
+		mc.mocks[0].ExpectQuery(probe.PrimaryHiddenSQL).WillReturnRows(sqlmock.NewRows([]string{"xids"}).AddRow(xids))
 	}
 	hidden("{726}")
-	mc.mocks[1].ExpectQuery(replicaShowsSQL).WithArgs("{726}").WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(1))
+	mc.mocks[1].ExpectQuery(probe.ReplicaShowsSQL).WithArgs("{726}").WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(1))
 	hidden("{}")
 	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
 	if err := mc.db.QueryRowContext(WithPrimary(ctx), "SELECT x FROM t").Scan(&x); err != nil {

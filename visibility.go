@@ -31,21 +31,8 @@ import (
 // shortly, until those transactions end on the primary. The lists are
 // usually empty or short; the check costs two round trips, and only a
 // session's primary read right after one of its replica reads pays them.
-
-// primaryHiddenSQL lists the transactions the primary's snapshot (the
-// statement's own) does not show yet, as an xid8 array.
-const primaryHiddenSQL = `SELECT coalesce(array_agg(x), '{}')::text
- FROM pg_current_snapshot() AS s,
- LATERAL (SELECT pg_snapshot_xip(s) AS x
-  UNION ALL
-  SELECT (pg_snapshot_xmax(s)::text::numeric + g)::text::xid8
-   FROM generate_series(0, age(xid(pg_snapshot_xmax(s))) - 1) AS g) AS t`
-
-// replicaShowsSQL counts those a replica shows as committed. An id past
-// its own xmax is one it has not seen end (and pg_xact_status refuses
-// ids from its future): the CASE keeps them from the function.
-const replicaShowsSQL = `SELECT count(*) FROM unnest($1::text::xid8[]) AS x
- WHERE CASE WHEN x < pg_snapshot_xmax(pg_current_snapshot()) THEN pg_xact_status(x) END = 'committed'`
+// The two statements are internal/probe's (PrimaryHiddenSQL,
+// ReplicaShowsSQL).
 
 // primaryShowsSession makes a session read on the primary connection p see
 // at least what the session's last replica read saw (see above). Most
@@ -77,7 +64,7 @@ func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node,
 	backoff := 100 * time.Microsecond
 	waited := false
 	for {
-		hidden, err := queryText(ctx, p.conn, primaryHiddenSQL)
+		hidden, err := queryText(ctx, p.conn, probe.PrimaryHiddenSQL)
 		if err != nil || hidden == "{}" {
 			return err
 		}
@@ -117,7 +104,7 @@ func (c *Connector) replicaShows(ctx context.Context, n *node, srv *server, xids
 	if err != nil || res == nil {
 		return 0, err
 	}
-	s, err := queryText(ctx, res.Value().conn, replicaShowsSQL, driver.NamedValue{Ordinal: 1, Value: xids})
+	s, err := queryText(ctx, res.Value().conn, probe.ReplicaShowsSQL, driver.NamedValue{Ordinal: 1, Value: xids})
 	n.pool.release(res, err)
 	if err != nil {
 		return 0, err
