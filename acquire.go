@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/puddle/v2"
 
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
@@ -29,7 +30,7 @@ type lease struct {
 	// start is when the statement was about to be sent (the borrow's
 	// clock reading, physical.lent); answered when its answer came (zero
 	// until it did).
-	start, answered mono
+	start, answered monoclock.Time
 	// watch gives up on the statement once its context ended (lib/pq
 	// only; see deadlineWatch).
 	watch *deadlineWatch
@@ -63,8 +64,8 @@ func (l *lease) release(err error) {
 // observeAnswer notes that l's replica answered now: when (answered) and
 // how long it took (for the hedge delay).
 func (l *lease) observeAnswer() {
-	l.answered = monoNow()
-	l.p.node.answers.observe(l.answered.sub(l.start))
+	l.answered = monoclock.Now()
+	l.p.node.answers.Observe(l.answered.Sub(l.start))
 }
 
 // acquire borrows the connection the plan calls for: the primary; a
@@ -258,7 +259,7 @@ func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*
 	if !others || c.settings.hedgeDelay <= 0 {
 		return n.pool.acquire(ctx)
 	}
-	delay := n.answers.hedgeDelay(c.settings.hedgeDelay)
+	delay := n.answers.HedgeDelay(c.settings.hedgeDelay)
 	if res, ok := n.pool.tryAcquire(ctx, delay); ok {
 		return res, nil
 	}

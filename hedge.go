@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/hedging"
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -35,34 +36,6 @@ var errHedgeLost = errors.New("pgreplica: another attempt of this read answered 
 type hedger struct {
 	budget *hedging.Budget
 	watch  *hedgeWatch
-}
-
-// answerTime estimates how long a node takes to answer a read (to the
-// first row or the end of a result without rows), as TCP estimates its
-// retransmission timeout: a smoothed mean and a smoothed mean deviation.
-// Updates may be lost to a concurrent one; an estimate needs no more.
-type answerTime struct {
-	mean, dev atomic.Int64 // nanoseconds
-}
-
-func (a *answerTime) observe(d time.Duration) {
-	m := a.mean.Load()
-	if m == 0 {
-		a.mean.Store(int64(d))
-		a.dev.Store(int64(d) / 2)
-		return
-	}
-	diff := int64(d) - m
-	a.mean.Store(m + diff/8)
-	dv := a.dev.Load()
-	a.dev.Store(dv + (max(diff, -diff)-dv)/4)
-}
-
-// hedgeDelay is how long a read waits for the node before it is hedged:
-// what the node's answers predict (mean plus four deviations), never less
-// than floor.
-func (a *answerTime) hedgeDelay(floor time.Duration) time.Duration {
-	return max(floor, time.Duration(a.mean.Load()+4*a.dev.Load()))
 }
 
 // hedgeState is where a hedged read stands; hedgeSlot.mu guards it.
@@ -179,7 +152,7 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedg
 	// No launch runs, and none starts before due is stored: the fields
 	// are the read's own.
 	s.state, s.waiting, s.second = hedgeArmed, false, nil
-	s.delay = first.p.node.answers.hedgeDelay(c.settings.hedgeDelay)
+	s.delay = first.p.node.answers.HedgeDelay(c.settings.hedgeDelay)
 	s.c, s.ctx, s.plan, s.work = c, ctx, *pl, w
 	due := int64(first.start) + int64(s.delay)
 	s.due.Store(due)
@@ -384,7 +357,7 @@ func newHedgeWatch(delay time.Duration) *hedgeWatch {
 }
 
 // now is the watch's clock: the router's (due times are on it).
-func (w *hedgeWatch) now() int64 { return int64(monoNow()) }
+func (w *hedgeWatch) now() int64 { return int64(monoclock.Now()) }
 
 // armed is called after a slot's due time was stored.
 func (w *hedgeWatch) armed() {

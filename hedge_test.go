@@ -74,25 +74,6 @@ func TestHedgeNotSentWhenTheReplicaAnswers(t *testing.T) {
 	}
 }
 
-func TestHedgeDelayFollowsAnswers(t *testing.T) {
-	var a answerTime
-	if d := a.hedgeDelay(50 * time.Millisecond); d != 50*time.Millisecond {
-		t.Errorf("no answers yet: delay %v, want the floor", d)
-	}
-	for range 50 {
-		a.observe(100 * time.Millisecond)
-	}
-	if d := a.hedgeDelay(50 * time.Millisecond); d < 100*time.Millisecond || d > 150*time.Millisecond {
-		t.Errorf("answers of 100ms: delay %v, want a little above 100ms", d)
-	}
-	for range 50 {
-		a.observe(time.Millisecond)
-	}
-	if d := a.hedgeDelay(50 * time.Millisecond); d != 50*time.Millisecond {
-		t.Errorf("answers of 1ms: delay %v, want the floor", d)
-	}
-}
-
 // TestHedgeTarget: a hedge goes to a replica its read's plan accepts,
 // never the first attempt's, in another zone when the first held the only
 // one in zone; after a session read on its last replica it must also

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/hedging"
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
@@ -108,7 +109,7 @@ type node struct {
 	// rtt is the EWMA of probe round trips, in nanoseconds (monitor).
 	rtt atomic.Int64
 	// answers estimates how long reads here take to answer (hedging).
-	answers answerTime
+	answers hedging.AnswerTime
 	// asyncSeen is set once a write on this node may have committed
 	// asynchronously: reads that bound what they saw then use the insert
 	// LSN.

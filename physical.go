@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/pgreplica/pgreplica/internal/keptstmt"
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -33,7 +34,7 @@ type physical struct {
 	// created and returned are when it was made and last given back, and
 	// lent when it was last lent (the lease's start): a borrow checks its
 	// age and idle time, and starts its lease, with one clock read.
-	created, returned, lent mono
+	created, returned, lent monoclock.Time
 	// valid is conn as a driver.Validator, if it is one (asserted once:
 	// every borrow and return asks it).
 	valid driver.Validator

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -71,7 +72,7 @@ type plan struct {
 	// Connector.boundLastRead).
 	prefer             *node
 	preferServer       *server
-	preferSince        mono
+	preferSince        monoclock.Time
 	lastReadBound      LSN
 	lastReadBoundKnown bool
 	// at is when the read began to wait (set with deadline); zero while

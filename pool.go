@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/puddle/v2"
 
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
@@ -78,7 +79,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 				}
 			}
 			p.valid, _ = c.(driver.Validator)
-			p.created = monoNow()
+			p.created = monoclock.Now()
 			p.returned = p.created
 			hp.mu.Lock()
 			hp.all[p] = struct{}{}
@@ -183,8 +184,8 @@ func (hp *hostPool) claim(res *puddle.Resource[*physical]) (*puddle.Resource[*ph
 }
 
 func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], checkSocket bool, pingLimit time.Duration) bool {
-	now := monoNow()
-	if hp.maxLifetime > 0 && now.sub(res.Value().created) > hp.maxLifetime {
+	now := monoclock.Now()
+	if hp.maxLifetime > 0 && now.Sub(res.Value().created) > hp.maxLifetime {
 		return false
 	}
 	c := res.Value().conn
@@ -202,13 +203,13 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 		hp.node.poke()
 		return false
 	}
-	if hp.healthCheckAfter >= 0 && now.sub(res.Value().returned) > hp.healthCheckAfter {
+	if hp.healthCheckAfter >= 0 && now.Sub(res.Value().returned) > hp.healthCheckAfter {
 		if p, ok := c.(driver.Pinger); ok {
 			if ping(ctx, res.Value(), p, pingLimit) != nil {
 				hp.node.poke() // the monitor may not know yet
 				return false
 			}
-			now = monoNow()
+			now = monoclock.Now()
 		}
 	}
 	res.Value().lent = now
@@ -231,7 +232,7 @@ func ping(ctx context.Context, p *physical, pinger driver.Pinger, limit time.Dur
 // leaves it unusable, or that carries session state, is closed.
 func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 	p := res.Value()
-	p.returned = monoNow()
+	p.returned = monoclock.Now()
 	if !p.owner.CompareAndSwap(ownerBorrower, ownerPool) {
 		// Close took it from us (see close): its sockets are closed and
 		// the pool has forgotten it; only the driver conn is left to free.

@@ -187,7 +187,7 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 	n := pl.topo.nodes[c.choose(pl.topo, set)].n
 	pingLimit := n.pool.pingTimeout
 	if c.settings.hedgeDelay > 0 && set.len() > 1 {
-		pingLimit = n.answers.hedgeDelay(c.settings.hedgeDelay) // as acquireReplica
+		pingLimit = n.answers.HedgeDelay(c.settings.hedgeDelay) // as acquireReplica
 	}
 	// An idle connection first, the chosen replica's or another's: a
 	// borrow that gives up on a connection being made leaves it to the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
@@ -145,12 +146,12 @@ func (c *Connector) finish(pl *plan, l *lease) {
 // a read on l that ended at end (zero: now; a transaction's ends when it
 // does), nothing to do without a session: the replica and when the read
 // ran (see plan.affinity), or a ticket for a read on the primary.
-func (c *Connector) boundRead(pl *plan, l *lease, end mono) {
+func (c *Connector) boundRead(pl *plan, l *lease, end monoclock.Time) {
 	switch {
 	case pl.session == nil:
 	case l.replica:
 		if end == 0 {
-			end = monoNow()
+			end = monoclock.Now()
 		}
 		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksOf(pl.topo), l.p.node, l.p.servedBy(), l.start, end)
 	default:

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/tokenwire"
 )
 
@@ -97,9 +98,10 @@ type sessionPos struct {
 	// cluster: it reads pending positions for Token and Snapshot.
 	via atomic.Pointer[Connector]
 	// lastNode is the replica of the session's last replica read on this
-	// cluster, which ran from lastStart to lastEnd (on the router's clock, clock.go): until a
-	// position read after it is folded into the watermark, a read
-	// elsewhere must first be bounded by one (see plan.affinity).
+	// cluster, which ran from lastStart to lastEnd (on the router's clock,
+	// internal/monoclock): until a position read after it is folded into
+	// the watermark, a read elsewhere must first be bounded by one (see
+	// plan.affinity).
 	lastNode           atomic.Pointer[node]
 	lastServer         atomic.Pointer[server]
 	lastStart, lastEnd atomic.Int64
@@ -172,7 +174,7 @@ func (p *sessionPos) resolvePending() {
 // noteReplicaRead records a read of the session on replica n of cluster
 // sysid, from start to end. Successive reads of a session record in
 // order; concurrent reads of one session are not ordered anyway.
-func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n *node, srv *server, start, end mono) {
+func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n *node, srv *server, start, end monoclock.Time) {
 	if s == nil || sysid == 0 {
 		return
 	}
@@ -232,7 +234,7 @@ func (s *Session) primaryShows(sysid, gen uint64) {
 // lastRead returns the session's last replica read on cluster sysid:
 // its replica, the server it ran on (nil: not known, behind a pooler) and
 // when it ran (n nil when none is outstanding).
-func (s *Session) lastRead(sysid uint64) (n *node, srv *server, start, end mono) {
+func (s *Session) lastRead(sysid uint64) (n *node, srv *server, start, end monoclock.Time) {
 	if s == nil || sysid == 0 {
 		return nil, nil, 0, 0
 	}
@@ -244,7 +246,7 @@ func (s *Session) lastRead(sysid uint64) (n *node, srv *server, start, end mono)
 	if n == nil {
 		return nil, nil, 0, 0
 	}
-	return n, p.lastServer.Load(), mono(p.lastStart.Load()), mono(p.lastEnd.Load())
+	return n, p.lastServer.Load(), monoclock.Time(p.lastStart.Load()), monoclock.Time(p.lastEnd.Load())
 }
 
 // notePending records an operation on cluster sysid whose position will

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/lagtrack"
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 )
 
 // topology is one immutable view of the cluster, rebuilt by the monitor
@@ -48,7 +49,7 @@ type nodeView struct {
 	zone     string // the host's (Host.Zone)
 	// sent and connSince are the probe's (nodeStatus), on the router's
 	// clock, for a session read's bound (plan.affinity).
-	sent, connSince mono
+	sent, connSince monoclock.Time
 
 	status nodeStatus    // copy of the last probe's answer
 	probed bool          // false until the first probe answered or failed
@@ -104,7 +105,7 @@ func buildTopology(nodes []*node, lags *lagtrack.Tracker, excludeSync bool) *top
 			continue
 		}
 		v.status, v.probed = *st, true
-		v.sent, v.connSince = monoOf(st.sent), monoOf(st.connSince)
+		v.sent, v.connSince = monoclock.Of(st.sent), monoclock.Of(st.connSince)
 		if !st.healthy() {
 			if st.err != nil {
 				down = append(down, newHostError(n.name, st.err))

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/puddle/v2"
+
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 )
 
 // Waiting and falling back: a read for the position of a write not read
@@ -307,7 +309,7 @@ func (c *Connector) checkNode(ctx context.Context, pl *plan, n *node, best *LSN)
 	if res == nil {
 		return lease{}, false
 	}
-	res.Value().lent = monoNow() // the read starts after the check
+	res.Value().lent = monoclock.Now() // the read starts after the check
 	l := c.newLease(res, true, false)
 	l.inTx = inTx
 	return l, true

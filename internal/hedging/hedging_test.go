@@ -3,6 +3,7 @@ package hedging
 import (
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestHedgeBudget: hedges are bounded to MaxHedgePercent of replica reads,
@@ -79,5 +80,26 @@ func TestBudgetConcurrentTakes(t *testing.T) {
 	wg.Wait()
 	if sent != Burst {
 		t.Errorf("%d hedges taken concurrently, want %d", sent, Burst)
+	}
+}
+
+// TestHedgeDelayFollowsAnswers: the delay is the floor until answers
+// are slower than it, then a little above them.
+func TestHedgeDelayFollowsAnswers(t *testing.T) {
+	var a AnswerTime
+	if d := a.HedgeDelay(50 * time.Millisecond); d != 50*time.Millisecond {
+		t.Errorf("no answers yet: delay %v, want the floor", d)
+	}
+	for range 50 {
+		a.Observe(100 * time.Millisecond)
+	}
+	if d := a.HedgeDelay(50 * time.Millisecond); d < 100*time.Millisecond || d > 150*time.Millisecond {
+		t.Errorf("answers of 100ms: delay %v, want a little above 100ms", d)
+	}
+	for range 50 {
+		a.Observe(time.Millisecond)
+	}
+	if d := a.HedgeDelay(50 * time.Millisecond); d != 50*time.Millisecond {
+		t.Errorf("answers of 1ms: delay %v, want the floor", d)
 	}
 }
