@@ -18,15 +18,15 @@ import (
 // Probing: a prober watches one server address for the whole process,
 // with one probe loop and one probe connection (which captures of write
 // positions borrow between probes), whatever the number of handles on the
-// cluster; a host name it connects to must resolve to one address. Every *sql.DB and pgreplicapgx.Pool opened on the same
-// connection string (an ORM's second handle, a migration tool, a health
-// checker) subscribes its node to the same prober, which probes as often
-// as its busiest subscriber needs and hands each answer to every one of
-// them. So a process costs each server one probe per interval and one
-// connection beyond its pools, not one per handle. It is the second piece
-// of package state besides the driver registration and the process
-// watermarks (watermark.go), for the same reason: what it watches is the
-// process's, not a handle's.
+// cluster; a host name it connects to must resolve to one address. Every
+// *sql.DB and pgreplicapgx.Pool opened on the same connection string (an
+// ORM's second handle, a migration tool, a health checker) subscribes its
+// node to the same prober, which probes as often as its busiest
+// subscriber needs and hands each answer to every one of them. So a
+// process costs each server one probe per interval and one connection
+// beyond its pools, not one per handle. The registry of probers is
+// package state, as the process watermarks are (watermark.go), and for
+// the same reason: what it watches is the process's, not a handle's.
 var processProbers = proberRegistry{probers: map[proberKey]*prober{}}
 
 // proberKey is what makes two nodes' probes the same: the inner driver,

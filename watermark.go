@@ -10,9 +10,9 @@ import (
 // connector of this process committed on the same cluster before the read
 // started. Two *sql.DB opened on one DSN (an ORM's second handle, a
 // migration tool, a test helper) share it, so the watermarks are kept per
-// cluster, keyed by system identifier, for the whole process: the one
-// piece of package state besides the driver registration, because the
-// guarantee itself is process-wide. (Clusters cloned from one another
+// cluster, keyed by system identifier, for the whole process: package
+// state beside the driver registration (and the probers, prober.go),
+// because the guarantee itself is process-wide. (Clusters cloned from one another
 // share a system identifier; their watermarks merge, which is safe: reads
 // may wait or fall back more.)
 var processWatermarks sync.Map
