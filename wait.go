@@ -140,7 +140,10 @@ func (c *Connector) replicasLate(pl *plan, beside bool) bool {
 	ahead := p.n.rttEWMA() + time.Since(pl.pendingWriteAt)
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
-		if max(v.lag, v.status.applyDelay) <= ahead {
+		if v.n.endpoint.Load() || max(v.lag, v.status.applyDelay) <= ahead {
+			// An endpoint's lag and apply delay are those of the one
+			// server its probe reached (as in futile): another behind it
+			// may have the write.
 			return false
 		}
 	}
