@@ -11,7 +11,8 @@ import (
 // it to apply them (Faults.SyncStandby): the asynchronous replica shows a
 // commit for as long as the primary still hides it. A session that read a
 // row there and then reads it on the primary (its read right after its own
-// write goes there by default) must not see the row go back. Without the
+// write goes there when no replica is predicted to have the write as
+// soon) must not see the row go back. Without the
 // primary's check (pgreplica's visibility.go) sessions saw a version on
 // the replica, then the one before it on the primary.
 func TestConsistencySyncStandby(t *testing.T) {
@@ -20,6 +21,7 @@ func TestConsistencySyncStandby(t *testing.T) {
 	if *runDuration > 0 {
 		d = *runDuration
 	}
+	var waits int64
 	for _, o := range []Options{{Target: TargetSession}, {Target: TargetSession, Driver: "pq"}, {Target: TargetPgx}} {
 		o.Duration, o.Logf = d, t.Logf
 		o.Faults.SyncStandby = true
@@ -40,9 +42,16 @@ func TestConsistencySyncStandby(t *testing.T) {
 			if n := len(rep.Violations); n > 0 {
 				t.Errorf("%d consistency violations through pgreplica (details above)", n)
 			}
-			if rep.Stats == nil || rep.Stats.PrimaryVisibilityWaits == 0 {
-				t.Errorf("no session read on the primary waited for it to show what a replica showed: the window was never open")
+			if rep.Stats != nil {
+				t.Logf("%s: %d session reads on the primary waited for it to show what a replica showed", name, rep.Stats.PrimaryVisibilityWaits)
+				waits += rep.Stats.PrimaryVisibilityWaits
 			}
 		})
+	}
+	// The window opens by chance (from 0 to a few dozen times a run, in
+	// each front door alike): the test has exercised the check when it
+	// opened in any of them.
+	if waits == 0 {
+		t.Errorf("no session read on the primary waited for it to show what a replica showed: the window was never open")
 	}
 }
