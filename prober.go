@@ -205,7 +205,10 @@ func (p *prober) loop(ctx context.Context) {
 	poked := true        // the first probe goes at once
 	for {
 		wait, busy, idle := p.intervals()
-		lent := p.lentCount()
+		var lent int64
+		if p.last != nil && p.last.role == rolePrimary {
+			lent = p.lentCount() // only the primary's traffic stands in
+		}
 		if poked || !p.captureStandsIn(probed, busy, idle) && !p.trafficStandsIn(probed, idle, lent) {
 			probed = time.Now()
 			if !p.probeOnce(ctx) {
