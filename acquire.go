@@ -217,6 +217,11 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		pl.tried.add(i)
 	}
 	if pl.need > 0 {
+		if pl.flightBehind {
+			if l, ok := c.recentWriteOnPrimary(ctx, pl); ok {
+				return l, nil // the replica predicted to have it did not: not waited for
+			}
+		}
 		if futile, paused := c.futile(ctx, pl); futile {
 			if paused {
 				// A paused replica may have resumed since its probe: one

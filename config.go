@@ -200,12 +200,14 @@ const (
 	// at once when no replica is predicted to have the write as soon as
 	// the primary would answer (the write's time plus a replica's
 	// measured time lag, never less than its recovery_min_apply_delay,
-	// against the primary's round trip). With pgx inside, where the
-	// write's position is read beside the read's own flight, a caught-up
-	// replica serves it; with lib/pq, which reads the position first, a
-	// write younger than 5 ms goes to the primary. It holds a fallback
-	// slot when one is free; when none is, the read takes the replica
-	// path.
+	// against the primary's round trip; a paused replica has it never).
+	// With pgx inside, where the write's position is read beside the
+	// read's own flight, a caught-up replica serves it, and a read whose
+	// replica turns out not to have it (the check in its flight says so)
+	// goes to the primary then rather than wait; with lib/pq, which reads
+	// the position first, a write younger than 5 ms goes to the primary.
+	// It holds a fallback slot when one is free; when none is, the read
+	// takes the replica path.
 	ReadAfterWritePrimary ReadAfterWrite = iota
 	// ReadAfterWriteReplica reads the write's position at once (one
 	// statement on the primary, shared by concurrent reads) and then

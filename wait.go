@@ -34,13 +34,9 @@ import (
 func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
 	m := c.marksOf(pl.topo)
 	if m.covered.Load() < pl.pending {
-		if c.cfg.ReadAfterWrite == ReadAfterWritePrimary && pl.fallback != FallbackError && c.replicasLate(pl, beside) {
-			if c.fallbacks.tryTake() {
-				if l, err := c.leasePrimary(ctx, pl.topo, true); err == nil {
-					c.metrics.recentWriteReads.Add(1)
-					return l, true, nil
-				}
-				c.fallbacks.release() // no primary now: prove a replica fresh
+		if c.replicasLate(pl, beside) {
+			if l, ok := c.recentWriteOnPrimary(ctx, pl); ok {
+				return l, true, nil
 			}
 		}
 		if beside {
@@ -64,6 +60,27 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (
 	pl.pending = 0
 	pl.fresh = pl.replicas(true)
 	return lease{}, false, nil
+}
+
+// recentWriteOnPrimary serves on the primary a read that needs a write
+// of its process or session whose position was not known when it was
+// planned (pl.pendingWriteAt), under ReadAfterWritePrimary, when a
+// fallback slot is free (ok): the replicas are predicted to have the
+// write later than the primary would answer (replicasLate), or the one
+// predicted to have it did not (the check in the read's flight found it
+// behind). Waiting for a replica then costs a replay check at least, and
+// a sleep between checks, where the primary costs one round trip.
+func (c *Connector) recentWriteOnPrimary(ctx context.Context, pl *plan) (lease, bool) {
+	if pl.pendingWriteAt.IsZero() || c.cfg.ReadAfterWrite != ReadAfterWritePrimary || pl.fallback == FallbackError || !c.fallbacks.tryTake() {
+		return lease{}, false
+	}
+	l, err := c.leasePrimary(ctx, pl.topo, true)
+	if err != nil {
+		c.fallbacks.release() // no primary now: prove a replica fresh
+		return lease{}, false
+	}
+	c.metrics.recentWriteReads.Add(1)
+	return l, true
 }
 
 // laterPos is a write's position read on the primary beside the flight
@@ -123,7 +140,7 @@ func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
 // is late only when every replica the read may use is predicted to
 // replay the write more than a primary round trip from now (the write's
 // time plus the replica's measured time lag, never less than its
-// recovery_min_apply_delay). Otherwise the position costs a round trip
+// recovery_min_apply_delay; a paused one is late). Otherwise the position costs a round trip
 // of its own before the read, and a write younger than youngWrite is
 // taken to be on no replica yet.
 func (c *Connector) replicasLate(pl *plan, beside bool) bool {
@@ -140,11 +157,14 @@ func (c *Connector) replicasLate(pl *plan, beside bool) bool {
 	ahead := p.n.rttEWMA() + time.Since(pl.pendingWriteAt)
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
-		if v.n.endpoint.Load() || max(v.lag, v.status.applyDelay) <= ahead {
-			// An endpoint's lag and apply delay are those of the one
-			// server its probe reached (as in futile): another behind it
-			// may have the write.
+		if v.n.endpoint.Load() {
+			// An endpoint's lag, pause and apply delay are those of the
+			// one server its probe reached (as in futile): another behind
+			// it may have the write.
 			return false
+		}
+		if !v.status.paused && max(v.lag, v.status.applyDelay) <= ahead {
+			return false // a paused replica replays nothing: late
 		}
 	}
 	return true

@@ -143,11 +143,14 @@ func TestReplicasLatePrediction(t *testing.T) {
 		age          time.Duration // of the write
 		beside, late bool
 		endpoint     bool
+		paused       bool
 	}{
 		{name: "caught up, a write of a moment ago", age: 50 * time.Microsecond, beside: true},
 		{name: "lagging 50 ms, a write of a moment ago", lag: 50 * time.Millisecond, age: 50 * time.Microsecond, beside: true, late: true},
 		{name: "lagging 50 ms, a write of 60 ms ago", lag: 50 * time.Millisecond, age: 60 * time.Millisecond, beside: true},
 		{name: "apply delay 300 ms, lag not measured yet", delay: 300 * time.Millisecond, age: time.Millisecond, beside: true, late: true},
+		{name: "caught up but paused", age: 50 * time.Millisecond, beside: true, paused: true, late: true},
+		{name: "an endpoint whose probe's server is paused", age: time.Millisecond, beside: true, endpoint: true, paused: true},
 		{name: "an endpoint whose probe's server applies 300 ms late", delay: 300 * time.Millisecond, age: time.Millisecond, beside: true, endpoint: true},
 		{name: "no flight: a write younger than youngWrite", age: time.Millisecond, late: true},
 		{name: "no flight: an older write", age: 2 * youngWrite},
@@ -157,6 +160,7 @@ func TestReplicasLatePrediction(t *testing.T) {
 			top.nodes[0].n.observeRTT(200 * time.Microsecond)
 			top.nodes[1].lag, top.nodes[1].status.applyDelay = tc.lag, tc.delay
 			top.nodes[1].n.endpoint.Store(tc.endpoint)
+			top.nodes[1].status.paused = tc.paused
 			pl := plan{topo: top, read: true, pendingWriteAt: now.Add(-tc.age)}
 			if got := (&Connector{}).replicasLate(&pl, tc.beside); got != tc.late {
 				t.Errorf("replicasLate = %v, want %v", got, tc.late)

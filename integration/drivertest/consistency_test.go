@@ -247,3 +247,61 @@ func TestReadAfterOwnWriteOnAReplica(t *testing.T) {
 		t.Errorf("%d of 10 reads sent to the primary for a recent write, want all", sent)
 	}
 }
+
+// TestReadAfterOwnWriteNotAwaited: both replicas' replay paused where the
+// monitor does not see it (it probes once an hour), so the prediction
+// sends each read of the process's own write to a replica, whose check in
+// the read's own flight finds it behind. Under ReadAfterWritePrimary (the
+// default) the read then goes to the primary at once: it neither waits
+// for a replica (no replay check before a read, no wait) nor falls back.
+// With ReadAfterWriteReplica it waits for a replica, and falls back when
+// the wait budget ends.
+func TestReadAfterOwnWriteNotAwaited(t *testing.T) {
+	for _, raw := range []string{"primary", "replica"} {
+		t.Run(raw, func(t *testing.T) {
+			db := open(t, "pgx", "pgreplica_monitor_interval=1h", "pgreplica_idle_monitor_interval=1h",
+				"pgreplica_read_after_write="+raw, "pgreplica_wait_budget=100ms")
+			ctx := ctxFor(t)
+			tbl := table(t, db)
+			// The replicas have the table: the reads can be described there.
+			if err := cluster.WaitCaughtUp(ctx); err != nil {
+				t.Fatal(err)
+			}
+			resume := cluster.PauseReplicas(t)
+			defer resume()
+			before := statsOf(t, db)
+			const n = 5
+			for i := range n {
+				var id int
+				if err := db.QueryRowContext(ctx, "INSERT INTO "+tbl+" (v) VALUES ($1) RETURNING id", itoa(i)).Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				var v string
+				var port int
+				if err := db.QueryRowContext(ctx, "SELECT v, inet_server_port() FROM "+tbl+" WHERE id = $1", id).Scan(&v, &port); err != nil {
+					t.Fatalf("read %d: %v", i, err)
+				}
+				if v != itoa(i) || nodeOf(t, port) != cluster.Primary() {
+					t.Fatalf("read %q on node %d after writing %q with replay paused", v, nodeOf(t, port), itoa(i))
+				}
+			}
+			st := statsOf(t, db)
+			recent, fell, checks, flights := st.RecentWriteReads-before.RecentWriteReads, st.FallbackReads-before.FallbackReads,
+				st.ReplayChecks-before.ReplayChecks, st.FlightChecks-before.FlightChecks
+			t.Logf("%d reads: %d on the primary for their write, %d fell back, %d checks before a read, %d in flight", n, recent, fell, checks, flights)
+			if flights < n {
+				t.Errorf("%d checks in the reads' flights, want %d: the prediction did not send the reads to a replica", flights, n)
+			}
+			switch raw {
+			case "primary":
+				if recent != n || fell != 0 || checks != 0 {
+					t.Errorf("want every read on the primary for its write, none waiting or falling back")
+				}
+			case "replica":
+				if recent != 0 || fell != n || checks == 0 {
+					t.Errorf("want every read to wait for a replica and fall back")
+				}
+			}
+		})
+	}
+}

@@ -47,15 +47,19 @@ type result struct {
 	// checks and flights are the replay checks pgreplica's reads sent
 	// before they ran, and in their own flight.
 	checks, flights int64
-	errors          int // failed operations in the window
-	stmts           int64
-	cpu             time.Duration
-	writeLat        []time.Duration // sorted
-	readLat         []time.Duration // sorted
-	conns           []int           // client connections of each node, end of the window
-	idleConns       []int           // the same, end of the idle window
-	idleStmts       []float64       // statements a second, each node
-	idleCPU         []float64       // CPU ms a second, each node
+	// recent and fallbacks are pgreplica's reads sent to the primary for
+	// their process's recent write, and those that fell back.
+	recent, fallbacks int64
+	replicaLat        []time.Duration // sorted: the reads a replica served
+	errors            int             // failed operations in the window
+	stmts             int64
+	cpu               time.Duration
+	writeLat          []time.Duration // sorted
+	readLat           []time.Duration // sorted
+	conns             []int           // client connections of each node, end of the window
+	idleConns         []int           // the same, end of the idle window
+	idleStmts         []float64       // statements a second, each node
+	idleCPU           []float64       // CPU ms a second, each node
 }
 
 // newResult counts the operations that ended in the window between
@@ -81,9 +85,12 @@ func newResult(side string, procs int, o options, primary, primaryPort int, s *s
 			r.readLat = append(r.readLat, time.Duration(m.Lat))
 			if m.Port != primaryPort {
 				r.onReplica++
+				r.replicaLat = append(r.replicaLat, time.Duration(m.Lat))
 			}
 			r.checks += m.Checks
 			r.flights += m.Flight
+			r.recent += m.Recent
+			r.fallbacks += m.Fallback
 		}
 	}
 	for _, m := range s.errs {
@@ -94,6 +101,7 @@ func newResult(side string, procs int, o options, primary, primaryPort int, s *s
 	s.mu.Unlock()
 	slices.Sort(r.writeLat)
 	slices.Sort(r.readLat)
+	slices.Sort(r.replicaLat)
 	if a, b := after.stmts[primary], before.stmts[primary]; a >= 0 && b >= 0 {
 		r.stmts = a - b
 	}
@@ -154,7 +162,8 @@ func (r result) checkShares() string {
 		return "checks n/a"
 	}
 	n := float64(r.onReplica)
-	return fmt.Sprintf("checks before %s, in flight %s of replica reads", pct(float64(r.checks)/n), pct(float64(r.flights)/n))
+	return fmt.Sprintf("checks before %s, in flight %s of replica reads; on the primary for a recent write %d, fallen back %d; replica reads p99 %s ms",
+		pct(float64(r.checks)/n), pct(float64(r.flights)/n), r.recent, r.fallbacks, ms(pctl(r.replicaLat, 0.99)))
 }
 
 // header describes the conditions of the runs.

@@ -57,6 +57,10 @@ type message struct {
 	// those that rode in its own flight (Stats.ReplayChecks, FlightChecks).
 	Checks int64 `json:"c,omitempty"`
 	Flight int64 `json:"f,omitempty"`
+	// r, pgreplica: the read went to the primary for its process's recent
+	// write (Stats.RecentWriteReads), or fell back (FallbackReads).
+	Recent   int64 `json:"rw,omitempty"`
+	Fallback int64 `json:"fb,omitempty"`
 }
 
 const (
@@ -203,6 +207,7 @@ func startLoad(db *sql.DB, cn *pgreplica.Connector, cfg workerConfig, out *emitt
 			if cn != nil {
 				after := cn.Stats()
 				m.Checks, m.Flight = after.ReplayChecks-before.ReplayChecks, after.FlightChecks-before.FlightChecks
+				m.Recent, m.Fallback = after.RecentWriteReads-before.RecentWriteReads, after.FallbackReads-before.FallbackReads
 			}
 			out.emit(m)
 		})
