@@ -259,7 +259,12 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 // than n's hedge delay for a new one: a frozen server accepts the TCP
 // connection and never answers its startup, and the read would wait for
 // it until its deadline. The dial goes on in the pool's background. The
-// health check of an idle connection gets no longer either.
+// health check of an idle connection gets no longer either. While a dial
+// to n is under way already, the read does not start another: it goes
+// where another replica or the plan sends it, and the dial serves a later
+// read (on a loaded machine, where dials outlast the delay, every read of
+// every process started one: 48 processes reading 4 times a second held
+// 3 or 4 connections each to each replica).
 func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
 	if !others || c.settings.hedgeDelay <= 0 {
 		return n.pool.acquire(ctx)
@@ -268,10 +273,17 @@ func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*
 	if res, ok := n.pool.tryAcquire(ctx, delay); ok {
 		return res, nil
 	}
+	if n.pool.dialing.Load() > 0 {
+		return nil, errDialing
+	}
 	actx, cancel := context.WithTimeout(ctx, delay)
 	defer cancel()
 	return n.pool.acquire(actx)
 }
+
+// errDialing: the replica's pool has no idle connection and is making
+// one already (acquireReplica).
+var errDialing = errors.New("pgreplica: no idle connection to this replica, one being made")
 
 // needOn is the position a read under pl must be proven to have on a
 // connection of n before it runs there: none for a node with one server

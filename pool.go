@@ -48,6 +48,8 @@ type hostPool struct {
 	// pool held a connection more than it needed, and the newest, idle
 	// first, was younger than a session's last read: no affinity.)
 	idle atomic.Int32
+	// dialing counts the connections being made (acquireReplica).
+	dialing atomic.Int32
 }
 
 func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error) {
@@ -64,6 +66,8 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 	timeout := cfg.ConnectTimeout
 	p, err := puddle.NewPool(&puddle.Config[*physical]{
 		Constructor: func(ctx context.Context) (*physical, error) {
+			hp.dialing.Add(1)
+			defer hp.dialing.Add(-1)
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			socks := &sockets{}

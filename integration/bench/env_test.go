@@ -125,7 +125,7 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 	e.replica = openDB(tb, directName(drv), ep.nodeDSN(1))
 	routed := ep.clusterDSN() + "&pgreplica_driver=" + drv + "&application_name=pgreplica_bench"
 	if extra := os.Getenv("PGREPLICA_BENCH_PARAMS"); extra != "" {
-		routed += "&" + extra // pgreplica_* options to compare, e.g. pgreplica_hedge_delay=-1
+		routed += "&" + extra // pgreplica_* options to compare, e.g. pgreplica_hedge_delay=-1ms
 	}
 	for _, p := range params {
 		routed += "&" + p

@@ -66,6 +66,7 @@ type options struct {
 	timeout   time.Duration
 	binDir    string
 	byQuery   bool
+	params    string // -params: pgreplica_* options of the pgreplica side
 }
 
 // sides are compared in this order for every P.
@@ -102,6 +103,7 @@ func run(ctx context.Context, args []string) int {
 	fs.Float64Var(&o.readRate, "reads", 4, "reads a second per worker")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each statement and of a worker's connect")
 	fs.StringVar(&o.binDir, "bindir", "", "PostgreSQL server binaries (default: $PGREPLICA_PG_BIN, else the newest /usr/lib/postgresql/*/bin)")
+	fs.StringVar(&o.params, "params", "", "pgreplica_* options for the pgreplica side, as DSN parameters (a=b&c=d)")
 	fs.BoolVar(&o.byQuery, "statements", false, "print on stderr the primary's statements per write of each window, by statement")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -239,6 +241,9 @@ func runOne(ctx context.Context, cl *integration.Cluster, m *meter, exe string, 
 	dsn := cl.NodeDSN(p) + "&application_name=fleet-pgx"
 	if side == sidePgreplica {
 		dsn = cl.DSN() + "&application_name=fleet-pgreplica"
+		if o.params != "" {
+			dsn += "&" + o.params
+		}
 	}
 	sink := &samples{}
 	var procs []*workerProc

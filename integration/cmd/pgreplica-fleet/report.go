@@ -49,17 +49,18 @@ type result struct {
 	checks, flights int64
 	// recent and fallbacks are pgreplica's reads sent to the primary for
 	// their process's recent write, and those that fell back.
-	recent, fallbacks int64
-	replicaLat        []time.Duration // sorted: the reads a replica served
-	errors            int             // failed operations in the window
-	stmts             int64
-	cpu               time.Duration
-	writeLat          []time.Duration // sorted
-	readLat           []time.Duration // sorted
-	conns             []int           // client connections of each node, end of the window
-	idleConns         []int           // the same, end of the idle window
-	idleStmts         []float64       // statements a second, each node
-	idleCPU           []float64       // CPU ms a second, each node
+	recent, fallbacks, hedges int64
+	replicaLat                []time.Duration // sorted: the reads a replica served
+	lags                      []time.Duration // sorted: the replicas' time lag the monitor knew after each read
+	errors                    int             // failed operations in the window
+	stmts                     int64
+	cpu                       time.Duration
+	writeLat                  []time.Duration // sorted
+	readLat                   []time.Duration // sorted
+	conns                     []int           // client connections of each node, end of the window
+	idleConns                 []int           // the same, end of the idle window
+	idleStmts                 []float64       // statements a second, each node
+	idleCPU                   []float64       // CPU ms a second, each node
 }
 
 // newResult counts the operations that ended in the window between
@@ -90,6 +91,8 @@ func newResult(side string, procs int, o options, primary, primaryPort int, s *s
 			r.checks += m.Checks
 			r.flights += m.Flight
 			r.recent += m.Recent
+			r.hedges += m.Hedges
+			r.lags = append(r.lags, time.Duration(m.Lag))
 			r.fallbacks += m.Fallback
 		}
 	}
@@ -102,6 +105,7 @@ func newResult(side string, procs int, o options, primary, primaryPort int, s *s
 	slices.Sort(r.writeLat)
 	slices.Sort(r.readLat)
 	slices.Sort(r.replicaLat)
+	slices.Sort(r.lags)
 	if a, b := after.stmts[primary], before.stmts[primary]; a >= 0 && b >= 0 {
 		r.stmts = a - b
 	}
@@ -162,8 +166,8 @@ func (r result) checkShares() string {
 		return "checks n/a"
 	}
 	n := float64(r.onReplica)
-	return fmt.Sprintf("checks before %s, in flight %s of replica reads; on the primary for a recent write %d, fallen back %d; replica reads p99 %s ms",
-		pct(float64(r.checks)/n), pct(float64(r.flights)/n), r.recent, r.fallbacks, ms(pctl(r.replicaLat, 0.99)))
+	return fmt.Sprintf("checks before %s, in flight %s of replica reads; on the primary for a recent write %d, fallen back %d; hedged %d; replica reads p99 %s ms; replicas' time lag p50 / p99 %s / %s ms",
+		pct(float64(r.checks)/n), pct(float64(r.flights)/n), r.recent, r.fallbacks, r.hedges, ms(pctl(r.replicaLat, 0.99)), ms(pctl(r.lags, 0.5)), ms(pctl(r.lags, 0.99)))
 }
 
 // header describes the conditions of the runs.

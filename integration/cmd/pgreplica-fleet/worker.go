@@ -61,6 +61,11 @@ type message struct {
 	// write (Stats.RecentWriteReads), or fell back (FallbackReads).
 	Recent   int64 `json:"rw,omitempty"`
 	Fallback int64 `json:"fb,omitempty"`
+	// r, pgreplica: the replicas' largest time lag the monitor knew after
+	// the read (NodeStatus.LagTime), ns.
+	Lag int64 `json:"lag,omitempty"`
+	// r, pgreplica: the hedges the read sent (Stats.Hedges).
+	Hedges int64 `json:"h,omitempty"`
 }
 
 const (
@@ -208,6 +213,12 @@ func startLoad(db *sql.DB, cn *pgreplica.Connector, cfg workerConfig, out *emitt
 				after := cn.Stats()
 				m.Checks, m.Flight = after.ReplayChecks-before.ReplayChecks, after.FlightChecks-before.FlightChecks
 				m.Recent, m.Fallback = after.RecentWriteReads-before.RecentWriteReads, after.FallbackReads-before.FallbackReads
+				m.Hedges = after.Hedges - before.Hedges
+				for _, n := range after.Nodes {
+					if n.Role == pgreplica.RoleReplica {
+						m.Lag = max(m.Lag, int64(n.LagTime))
+					}
+				}
 			}
 			out.emit(m)
 		})
