@@ -105,6 +105,18 @@ func (c *Connector) acquire(ctx context.Context, pl *plan, st *statement) (l lea
 			return lease{}, false, err
 		}
 	}
+	if pl.flightsBehind == 1 && inFlight && pl.unproven() {
+		// The replica was a moment behind the write (its flight crossed
+		// the write's WAL on its way): one more flight, which costs a
+		// round trip as a primary read would, before the primary or a
+		// wait.
+		if l, ran, err = c.readInFlight(ctx, pl, st); ran || err != nil {
+			return l, ran, err
+		}
+		if pl.onPrimary || pl.conflicted {
+			return c.acquire(ctx, pl, st)
+		}
+	}
 	first := pl.tried == 0
 	l, err = c.leaseReplica(ctx, pl)
 	if first && pl.tokened() {
@@ -217,7 +229,7 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		pl.tried.add(i)
 	}
 	if pl.need > 0 {
-		if pl.flightBehind {
+		if pl.flightsBehind > 0 {
 			if l, ok := c.recentWriteOnPrimary(ctx, pl); ok {
 				return l, nil // the replica predicted to have it did not: not waited for
 			}

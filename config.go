@@ -203,8 +203,9 @@ const (
 	// against the primary's round trip; a paused replica has it never).
 	// With pgx inside, where the write's position is read beside the
 	// read's own flight, a caught-up replica serves it, and a read whose
-	// replica turns out not to have it (the check in its flight says so)
-	// goes to the primary then rather than wait; with lib/pq, which reads
+	// replica turns out not to have it (the check in its flight says so,
+	// and again in a second flight) goes to the primary then rather than
+	// wait; with lib/pq, which reads
 	// the position first, a write younger than 5 ms goes to the primary.
 	// It holds a fallback slot when one is free; when none is, the read
 	// takes the replica path.

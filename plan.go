@@ -62,9 +62,9 @@ type plan struct {
 	// sent it to the primary (route.go).
 	retried    retried
 	conflicted bool
-	// flightBehind: the check in the read's own flight found its replica
-	// behind (guardedRead).
-	flightBehind bool
+	// flightsBehind counts the checks in the read's own flight that found
+	// its replica behind (guardedRead).
+	flightsBehind uint8
 	// unchecked: the read runs on whatever connection it is given,
 	// without a check of that connection's server (a hedge).
 	unchecked bool

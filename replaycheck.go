@@ -152,7 +152,7 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Cla
 		c.noteServed(ctx, pl, &l)
 		return l, true, nil
 	case errors.Is(err, pgxroute.ErrBehind):
-		pl.flightBehind = true
+		pl.flightsBehind++
 		l.release(notIdle(p, nil))
 		return lease{}, false, nil
 	}

@@ -47,6 +47,14 @@ func BenchmarkReadOnlyTx(b *testing.B) { benchWorkload(b, readOnlyTx) }
 // BenchmarkReadWriteTx: BEGIN; INSERT; COMMIT, with LSN capture at commit.
 func BenchmarkReadWriteTx(b *testing.B) { benchWorkload(b, readWriteTx) }
 
+// BenchmarkTxPreparedStmt: go-tpc's shape, statements prepared on a
+// *sql.Conn used through Tx.Stmt (see txStmt).
+func BenchmarkTxPreparedStmt(b *testing.B) { benchWorkload(b, txStmt) }
+
+// BenchmarkConnStmtInTx: statements prepared on a *sql.Conn used as they
+// are inside the conn's transaction (see connStmt).
+func BenchmarkConnStmtInTx(b *testing.B) { benchWorkload(b, connStmt) }
+
 func benchWorkload(b *testing.B, w workload) {
 	for _, drv := range drivers {
 		b.Run("drv="+drv, func(b *testing.B) {
