@@ -205,10 +205,9 @@ const (
 	// read's own flight, a caught-up replica serves it, and a read whose
 	// replica turns out not to have it (the check in its flight says so,
 	// and again in a second flight) goes to the primary then rather than
-	// wait; with lib/pq, which reads
-	// the position first, a write younger than 5 ms goes to the primary.
-	// It holds a fallback slot when one is free; when none is, the read
-	// takes the replica path.
+	// wait; with lib/pq, which reads the position first, a write younger
+	// than 5 ms goes to the primary. It holds a fallback slot when one is
+	// free; when none is, the read takes the replica path.
 	ReadAfterWritePrimary ReadAfterWrite = iota
 	// ReadAfterWriteReplica reads the write's position at once (one
 	// statement on the primary, shared by concurrent reads) and then
