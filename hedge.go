@@ -98,8 +98,8 @@ func (w *hedgeWork) discard(rows driver.Rows, op pgxroute.HedgeOp) {
 // answer came first (the usual case, no lock); the watch otherwise, which
 // sets busy before it tries and launches the hedge, and from then on the
 // state (under mu) says who won. While busy is set (a launch is to come,
-// runs or cleans up) the connection's reads are not armed, so a launch
-// never sees a later read's fields.
+// runs or cleans up) the connection's next read arms a slot of its own
+// (slot), so a launch never sees a later read's fields.
 type hedgeSlot struct {
 	first *physical
 	watch *hedgeWatch
@@ -127,10 +127,14 @@ func (c *Connector) hedgeable(pl *plan, l *lease) bool {
 	return pl.read && l.replica && c.settings.hedgeDelay > 0
 }
 
-// slot returns p's hedge slot, making it on first use.
+// slot returns p's hedge slot, making it on first use, and anew while the
+// last hedge from p still runs or cleans up (busy): a read is never left
+// unhedged for it (one that was, on a server that froze meanwhile, waited
+// out its deadline). The old slot's launch keeps its own fields; it no
+// longer touches p once its read returned.
 func (p *physical) slot(w *hedgeWatch) *hedgeSlot {
 	s := p.hedge.Load()
-	if s == nil {
+	if s == nil || s.busy.Load() {
 		s = &hedgeSlot{first: p, watch: w, done: make(chan hedgeResult, 1)}
 		p.hedge.Store(s)
 	}
@@ -143,12 +147,6 @@ func (p *physical) slot(w *hedgeWatch) *hedgeSlot {
 // operation holds the results: a hedge's copy that won hands them over).
 func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
 	s := first.p.slot(c.hedges.watch)
-	if s.busy.Load() {
-		// The last hedge from this connection is still to come, runs or
-		// cleans up.
-		rows, err := w.run(ctx, first.p, w.op)
-		return first, rows, err
-	}
 	// No launch runs, and none starts before due is stored: the fields
 	// are the read's own.
 	s.state, s.waiting, s.second = hedgeArmed, false, nil

@@ -129,3 +129,23 @@ func TestHedgeTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestSlotAnewWhileBusy: a connection's next read gets a hedge slot of its
+// own while the last hedge from it still runs or cleans up, so that it is
+// hedged too; otherwise it keeps the connection's slot.
+func TestSlotAnewWhileBusy(t *testing.T) {
+	p := &physical{}
+	w := &hedgeWatch{}
+	s := p.slot(w)
+	if again := p.slot(w); again != s {
+		t.Fatal("an idle slot was not reused")
+	}
+	s.busy.Store(true) // a launch runs
+	fresh := p.slot(w)
+	if fresh == s || fresh.busy.Load() || p.hedge.Load() != fresh {
+		t.Fatal("a read on a connection whose last hedge still runs did not get a slot of its own")
+	}
+	if !s.busy.Load() {
+		t.Error("the running launch's slot was changed")
+	}
+}
