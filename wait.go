@@ -66,10 +66,11 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (
 // of its process or session whose position was not known when it was
 // planned (pl.pendingWriteAt), under ReadAfterWritePrimary, when a
 // fallback slot is free (ok): the replicas are predicted to have the
-// write later than the primary would answer (replicasLate), or the one
-// predicted to have it did not (the check in the read's flight found it
-// behind). Waiting for a replica then costs a replay check at least, and
-// a sleep between checks, where the primary costs one round trip.
+// write later than the primary would answer (replicasLate), or those
+// predicted to have it did not (the checks in the read's two flights
+// found them behind). Waiting for a replica then costs a replay check at
+// least, and a sleep between checks, where the primary costs one round
+// trip.
 func (c *Connector) recentWriteOnPrimary(ctx context.Context, pl *plan) (lease, bool) {
 	if pl.pendingWriteAt.IsZero() || c.cfg.ReadAfterWrite != ReadAfterWritePrimary || pl.fallback == FallbackError || !c.fallbacks.tryTake() {
 		return lease{}, false
@@ -140,9 +141,9 @@ func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
 // is late only when every replica the read may use is predicted to
 // replay the write more than a primary round trip from now (the write's
 // time plus the replica's measured time lag, never less than its
-// recovery_min_apply_delay; a paused one is late). Otherwise the position costs a round trip
-// of its own before the read, and a write younger than youngWrite is
-// taken to be on no replica yet.
+// recovery_min_apply_delay; a paused one is late). Otherwise the
+// position costs a round trip of its own before the read, and a write
+// younger than youngWrite is taken to be on no replica yet.
 func (c *Connector) replicasLate(pl *plan, beside bool) bool {
 	if pl.pendingWriteAt.IsZero() {
 		return false // only a session read's bound is pending: resolved, never sent to the primary
