@@ -85,9 +85,9 @@ func (m *monitor) idleFor() time.Duration {
 		if n.pool == nil {
 			continue
 		}
-		s := n.pool.pool.Stat()
-		lent += s.AcquireCount()
-		inUse = inUse || s.AcquiredResources() > 0
+		l, u := n.pool.statementStat()
+		lent += l
+		inUse = inUse || u
 	}
 	now := time.Now().UnixNano()
 	if m.lent.Swap(lent) != lent || inUse {

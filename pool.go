@@ -50,6 +50,11 @@ type hostPool struct {
 	idle atomic.Int32
 	// dialing counts the connections being made (acquireReplica).
 	dialing atomic.Int32
+	// monitorLent counts the borrows by the monitor (lendIdle), and
+	// monitorHeld those not given back yet: the monitor's own borrows
+	// are no evidence of statements (statementStat).
+	monitorLent atomic.Int64
+	monitorHeld atomic.Int32
 }
 
 func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error) {
@@ -157,6 +162,48 @@ func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*p
 		return res, err == nil
 	}
 	return nil, false
+}
+
+// lendIdle lends the monitor an idle connection at once, or nil: a
+// probe or capture runs on it instead of on a connection of the
+// monitor's own. It never waits behind statements nor makes the pool
+// dial, and skips the health check (the probe is one). Give it back
+// with giveBack.
+func (hp *hostPool) lendIdle() *puddle.Resource[*physical] {
+	if hp.idle.Load() <= 0 || hp.closing.Load() {
+		return nil
+	}
+	res, err := hp.pool.TryAcquire(context.Background())
+	if err != nil {
+		return nil // taken meanwhile
+	}
+	hp.monitorLent.Add(1)
+	hp.uncount(res.Value())
+	p := res.Value()
+	now := monoclock.Now()
+	if hp.maxLifetime > 0 && now.Sub(p.created) > hp.maxLifetime || p.valid != nil && !p.valid.IsValid() {
+		res.Destroy()
+		return nil
+	}
+	p.lent = now
+	if res, err = hp.claim(res); err != nil {
+		return nil
+	}
+	hp.monitorHeld.Add(1)
+	return res
+}
+
+// giveBack returns a connection lendIdle lent; err as for release.
+func (hp *hostPool) giveBack(res *puddle.Resource[*physical], err error) {
+	hp.monitorHeld.Add(-1)
+	hp.release(res, err)
+}
+
+// statementStat returns how many connections statements ever borrowed
+// and whether one is borrowed now: the monitor's own borrows left out.
+func (hp *hostPool) statementStat() (lent int64, inUse bool) {
+	s := hp.pool.Stat()
+	return s.AcquireCount() - hp.monitorLent.Load(), s.AcquiredResources() > hp.monitorHeld.Load()
 }
 
 // count and uncount keep idle: a connection given back to the pool, then

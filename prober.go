@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/puddle/v2"
+
 	"github.com/pgreplica/pgreplica/internal/probe"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
@@ -112,6 +114,8 @@ type prober struct {
 	lock   connLock
 	conn   driver.Conn
 	connAt time.Time
+	// connUsed is when conn last served a probe or capture (reapOwnConn).
+	connUsed time.Time
 	// socks are conn's sockets, closed when a probe times out.
 	socks sockets
 	// failed is why a borrowed probe connection was closed when the
@@ -262,8 +266,8 @@ func (p *prober) intervals() (wait, busy, idle time.Duration) {
 // out: a capture read the primary's position on the probe connection
 // within the last interval (statements run, so traffic shows the primary
 // answering, and the capture's position is a sample of the lag tracker,
-// as the probe's would be), and the last probe was sent less than an
-// idle interval ago: role, timeline and the rest are still read that
+// as the probe's would be), and the last probe was sent less than
+// standInLimit ago: role, timeline and the rest are still read that
 // often. A poke (a failed statement, a refresh) always probes.
 func (p *prober) captureStandsIn(probed time.Time, busy, idle time.Duration) bool {
 	prev := p.last
@@ -272,24 +276,31 @@ func (p *prober) captureStandsIn(probed time.Time, busy, idle time.Duration) boo
 	}
 	now := time.Now()
 	at := p.capturedAt.Load()
-	return now.Sub(probed) < idle && at != 0 && time.Duration(now.UnixNano()-at) < busy
+	return now.Sub(probed) < standInLimit(idle) && at != 0 && time.Duration(now.UnixNano()-at) < busy
 }
+
+// standInLimit is how long traffic or captures may stand in for the
+// primary's probes: two idle intervals. What only a probe reads of a
+// primary that answers statements (its role, timeline, standbys, default
+// synchronous_commit) changes by a failover or an operator's hand; a
+// failover fails its statements, which poke a probe at once, and the
+// replicas' probes find the new primary. A busy process then costs the
+// primary a probe every two seconds by default, half of an idle one's.
+func standInLimit(idle time.Duration) time.Duration { return 2 * idle }
 
 // trafficStandsIn reports whether the primary's probe due now may be left
 // out because statements ran on it since the last look (its pools lent
 // connections: lent moved): a primary that answers them is up, and one
-// that fails a statement is poked at once. The probe still goes once an
-// idle interval, for its role, timeline and a lag sample, and a write's
-// position is read when something needs it, not by probes: a busy
-// process costs the primary one probe a second, as an idle one does.
-// Replicas are probed at the busy rate: their replay positions route
-// reads.
+// that fails a statement is poked at once. The probe still goes once
+// standInLimit, for its role, timeline and a lag sample, and a write's
+// position is read when something needs it, not by probes. Replicas are
+// probed at the busy rate: their replay positions route reads.
 func (p *prober) trafficStandsIn(probed time.Time, idle time.Duration, lent int64) bool {
 	prev := p.last
 	if prev == nil || prev.err != nil || prev.role != rolePrimary {
 		return false
 	}
-	return lent != p.lent && time.Since(probed) < idle
+	return lent != p.lent && time.Since(probed) < standInLimit(idle)
 }
 
 // lentCount sums the connections the subscribers' pools on this address
@@ -300,7 +311,8 @@ func (p *prober) lentCount() int64 {
 	var lent int64
 	for _, s := range p.subs {
 		if s.n.pool != nil {
-			lent += s.n.pool.pool.Stat().AcquireCount()
+			l, _ := s.n.pool.statementStat()
+			lent += l
 		}
 	}
 	return lent
@@ -373,37 +385,134 @@ func (p *prober) probeOnce(ctx context.Context) bool {
 // shows within 2 s while statements run, 8 s while idle.
 const fullProbeEvery = 8
 
-// probe runs probe.Query on the probe connection, connecting first when
+// probe runs probe.Query on an idle pooled connection when one is
+// (probePooled), else on the probe connection, connecting first when
 // there is none.
 func (p *prober) probe(ctx context.Context) *nodeStatus {
+	var st *nodeStatus
+	var err error
+	if p.failed == nil {
+		var lent bool
+		st, err, lent = p.probePooled(ctx)
+		switch {
+		case lent && err == nil:
+			p.reapOwnConn()
+			return st
+		case lent && (errors.Is(err, context.DeadlineExceeded) || !sqlstate.ConnLost(err) || ctx.Err() != nil):
+			return &nodeStatus{err: err, at: time.Now()}
+		case lent:
+			// The pooled connection died since it was last used (a
+			// restart?): ask on the probe connection, as below.
+			return p.probeAfterLost(ctx)
+		}
+	}
 	reused := p.conn != nil
-	st, err := p.probeConn(ctx)
+	st, err = p.probeConn(ctx)
 	if err != nil && p.conn != nil {
 		p.conn.Close()
 		p.conn = nil
 	}
-	restarted := false
 	if err != nil && reused && sqlstate.ConnLost(err) && ctx.Err() == nil {
 		// The connection died since the last probe (a restart): what
 		// the host says to a new one is its state now, and the cause
 		// worth reporting ("connection refused" rather than lib/pq's
 		// "bad connection").
-		restarted = true
-		st, err = p.probeConn(ctx)
-		if err != nil && p.conn != nil {
-			p.conn.Close()
-			p.conn = nil
-		}
+		return p.probeAfterLost(ctx)
 	}
 	if err != nil {
 		return &nodeStatus{err: err, at: time.Now()}
 	}
-	// A server back from a restart may have replayed less than it had
-	// (crash recovery stops at its last restartpoint's consistent point):
-	// what was known of its replay must be forgotten, as after a failed
-	// probe.
-	st.restarted = st.restarted || restarted
 	return st
+}
+
+// probeAfterLost probes on a new connection after the one probed on
+// died. A server back from a restart may have replayed less than it had
+// (crash recovery stops at its last restartpoint's consistent point):
+// what was known of its replay must be forgotten, as after a failed
+// probe.
+func (p *prober) probeAfterLost(ctx context.Context) *nodeStatus {
+	if p.conn != nil {
+		p.conn.Close()
+		p.conn = nil
+	}
+	st, err := p.probeConn(ctx)
+	if err != nil {
+		if p.conn != nil {
+			p.conn.Close()
+			p.conn = nil
+		}
+		return &nodeStatus{err: err, at: time.Now()}
+	}
+	st.restarted = true
+	return st
+}
+
+// probePooled probes on an idle connection of a subscriber's pool
+// (onPooled), within ProbeTimeout. lent: one was lent.
+func (p *prober) probePooled(ctx context.Context) (st *nodeStatus, err error, lent bool) {
+	lent, err = p.onPooled(ctx, p.key.timeout, func(ctx context.Context, pc *physical) error {
+		var err error
+		st, err = p.askAny(ctx, pc.conn, pc.created.Wall(), false)
+		return err
+	})
+	return st, err, lent
+}
+
+// ownConnIdle is how long the probe connection may go unused while
+// pooled connections serve the probes and captures before it is closed:
+// a process then holds no connection beyond what its pools need.
+const ownConnIdle = 5 * time.Second
+
+// reapOwnConn closes the probe connection once unused for ownConnIdle.
+func (p *prober) reapOwnConn() {
+	if p.conn != nil && time.Since(p.connUsed) > ownConnIdle {
+		p.conn.Close()
+		p.conn = nil
+	}
+}
+
+// onPooled runs f on an idle connection a subscriber's pool lends at
+// once (hostPool.lendIdle), within timeout, and gives it back; lent
+// reports whether one was lent (none idle: the caller uses the probe
+// connection). A statement borrowing meanwhile takes another or dials,
+// as when two statements overlap. Only once the probe connection has
+// read the role's privileges (they are the same on every connection of
+// the DSN) does a probe go on a pooled one. Like a probe, f is bounded by
+// closing the connection's socket.
+func (p *prober) onPooled(ctx context.Context, timeout time.Duration, f func(context.Context, *physical) error) (lent bool, err error) {
+	if p.user == "" {
+		return false, nil
+	}
+	var hp *hostPool
+	var res *puddle.Resource[*physical]
+	p.mu.Lock()
+	for _, s := range p.subs {
+		if s.n.pool != nil {
+			if res = s.n.pool.lendIdle(); res != nil {
+				hp = s.n.pool
+				break
+			}
+		}
+	}
+	p.mu.Unlock()
+	if res == nil {
+		return false, nil
+	}
+	pc := res.Value()
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	stop := context.AfterFunc(qctx, func() { pc.socks.close() })
+	err = f(qctx, pc)
+	if !stop() {
+		// Its socket may be closed: the pool drops it (ErrBadConn).
+		if ctx.Err() == nil {
+			err = fmt.Errorf("no answer to the probe within %v: %w", timeout, errors.Join(qctx.Err(), driver.ErrBadConn))
+		} else {
+			err = errors.Join(ctx.Err(), driver.ErrBadConn)
+		}
+	}
+	cancel()
+	hp.giveBack(res, err)
+	return true, err
 }
 
 func (p *prober) probeConn(ctx context.Context) (*nodeStatus, error) {
@@ -431,26 +540,34 @@ func (p *prober) probeConn(ctx context.Context) (*nodeStatus, error) {
 	if req := p.denied & probe.RequiredFns; req != 0 {
 		return nil, deniedError(p.user, req)
 	}
+	p.connUsed = time.Now()
+	return p.askAny(ctx, p.conn, p.connAt, fresh)
+}
+
+// askAny runs one probe on conn, open since since: a full one on a fresh
+// connection, after a failure and one time in fullProbeEvery, else a
+// light one.
+func (p *prober) askAny(ctx context.Context, conn driver.Conn, since time.Time, fresh bool) (*nodeStatus, error) {
 	prev := p.last
 	if fresh || p.fullProbes || prev == nil || prev.err != nil || p.lightProbes >= fullProbeEvery-1 {
 		p.lightProbes = 0
-		return p.ask(ctx, fresh, nil)
+		return p.ask(ctx, conn, since, fresh, nil)
 	}
-	st, err := p.ask(ctx, fresh, prev)
+	st, err := p.ask(ctx, conn, since, fresh, prev)
 	if err == nil && st == nil {
 		// The role or the server changed: what was left out may have.
 		p.lightProbes = 0
-		return p.ask(ctx, fresh, nil)
+		return p.ask(ctx, conn, since, fresh, nil)
 	}
 	p.lightProbes++
 	return st, err
 }
 
-// ask runs one probe: a full one, or, given the previous answer, a light
+// ask runs one probe on conn: a full one, or, given the previous answer, a light
 // one that takes the system identifier and the standbys from it. A light
 // probe that finds another role or another server returns nil: ask again,
 // fully.
-func (p *prober) ask(ctx context.Context, fresh bool, prev *nodeStatus) (*nodeStatus, error) {
+func (p *prober) ask(ctx context.Context, conn driver.Conn, since time.Time, fresh bool, prev *nodeStatus) (*nodeStatus, error) {
 	light := prev != nil
 	// The round trip is timed without connection setup, which would
 	// skew the latency policy's EWMA.
@@ -462,7 +579,7 @@ func (p *prober) ask(ctx context.Context, fresh bool, prev *nodeStatus) (*nodeSt
 	case light:
 		query = probe.LightSQL
 	}
-	rows, err := queryInner(ctx, p.conn, query, nil)
+	rows, err := queryInner(ctx, conn, query, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -471,7 +588,7 @@ func (p *prober) ask(ctx context.Context, fresh bool, prev *nodeStatus) (*nodeSt
 	if err := rows.Next(vals); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	st := &nodeStatus{role: rolePrimary, sent: start, connSince: p.connAt, denied: p.denied, user: p.user}
+	st := &nodeStatus{role: rolePrimary, sent: start, connSince: since, denied: p.denied, user: p.user}
 	if !fresh {
 		// The first query on a new connection also prepares the statement:
 		// not a round trip worth comparing.
@@ -502,7 +619,7 @@ func (p *prober) ask(ctx context.Context, fresh bool, prev *nodeStatus) (*nodeSt
 		st.restarted = true
 	}
 	if fresh && a.PID != 0 {
-		if wire := newWire(p.conn).backendPID(); wire != 0 && wire != a.PID {
+		if wire := newWire(conn).backendPID(); wire != 0 && wire != a.PID {
 			p.pooled = true // a pooler answered: see server.go
 		}
 	}
@@ -557,9 +674,30 @@ func (p *prober) queryLSN(ctx context.Context, query string, timeout time.Durati
 		return 0, time.Time{}, err
 	}
 	defer p.lock.unlock()
+	if p.failed == nil {
+		start := time.Now()
+		lent, err := p.onPooled(ctx, timeout, func(ctx context.Context, pc *physical) error {
+			var err error
+			lsn, err = queryLSN(ctx, pc.conn, query)
+			return err
+		})
+		switch {
+		case lent && err == nil:
+			at = start.Add(time.Since(start) / 2) // as below
+			p.capturedAt.Store(at.UnixNano())
+			return lsn, at, nil
+		case lent && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			p.failed = err // as below
+			p.poke()
+			return 0, time.Time{}, err
+		case lent && (!sqlstate.ConnLost(err) || ctx.Err() != nil):
+			return 0, time.Time{}, err
+		} // else none idle, or it died: the probe connection's turn
+	}
 	if p.conn == nil {
 		return 0, time.Time{}, errNoProbeConn
 	}
+	p.connUsed = time.Now()
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// As for a probe: closing the socket is the one way to stop lib/pq

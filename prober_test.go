@@ -33,7 +33,7 @@ func TestCheckSingleAddress(t *testing.T) {
 
 // TestTrafficStandsInForThePrimarysProbe: the primary's probe is left out
 // while its pools lent connections since the last look and the last probe
-// is younger than an idle interval; never for a replica, a failed host,
+// is younger than two idle intervals; never for a replica, a failed host,
 // without statements, or once the last probe is that old.
 func TestTrafficStandsInForThePrimarysProbe(t *testing.T) {
 	p := newProber("", nil, false)
@@ -47,7 +47,8 @@ func TestTrafficStandsInForThePrimarysProbe(t *testing.T) {
 	}{
 		{"primary, statements ran, recent probe", &nodeStatus{role: rolePrimary}, 12, 300 * time.Millisecond, true},
 		{"primary, no statement since", &nodeStatus{role: rolePrimary}, 10, 300 * time.Millisecond, false},
-		{"primary, last probe an idle interval ago", &nodeStatus{role: rolePrimary}, 12, time.Second, false},
+		{"primary, last probe an idle interval ago", &nodeStatus{role: rolePrimary}, 12, time.Second, true},
+		{"primary, last probe two idle intervals ago", &nodeStatus{role: rolePrimary}, 12, 2 * time.Second, false},
 		{"replica", &nodeStatus{role: roleReplica}, 12, 10 * time.Millisecond, false},
 		{"failed primary", &nodeStatus{role: rolePrimary, err: errNoProbeConn}, 12, 10 * time.Millisecond, false},
 		{"never probed", nil, 12, 10 * time.Millisecond, false},
@@ -61,7 +62,7 @@ func TestTrafficStandsInForThePrimarysProbe(t *testing.T) {
 
 // TestCaptureStandsInForThePrimarysProbe: the primary's probe is left out
 // while a capture read its position within the interval and the last
-// probe is younger than an idle interval; never for a replica, a failed
+// probe is younger than two idle intervals; never for a replica, a failed
 // host, after a stale capture or once the last probe is that old.
 func TestCaptureStandsInForThePrimarysProbe(t *testing.T) {
 	p := newProber("", nil, false)
@@ -75,7 +76,8 @@ func TestCaptureStandsInForThePrimarysProbe(t *testing.T) {
 	}{
 		{"primary, fresh capture, recent probe", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, 300 * time.Millisecond, true},
 		{"primary, capture older than the interval", &nodeStatus{role: rolePrimary}, 300 * time.Millisecond, 300 * time.Millisecond, false},
-		{"primary, last probe an idle interval ago", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, time.Second, false},
+		{"primary, last probe an idle interval ago", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, time.Second, true},
+		{"primary, last probe two idle intervals ago", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, 2 * time.Second, false},
 		{"primary, never captured", &nodeStatus{role: rolePrimary}, 0, 10 * time.Millisecond, false},
 		{"replica", &nodeStatus{role: roleReplica}, 10 * time.Millisecond, 10 * time.Millisecond, false},
 		{"failed primary", &nodeStatus{role: rolePrimary, err: errNoProbeConn}, 10 * time.Millisecond, 10 * time.Millisecond, false},

@@ -199,7 +199,7 @@ func (t *topology) exclusion(i int, excludeSync bool) rejection {
 // sampleReceived adds to the primary's samples what the freshest
 // streaming replica had received when it was probed: the primary had
 // flushed at least that much then (a WAL sender sends only flushed WAL).
-// Busy, the primary is probed about once a second (traffic stands in for
+// Busy, the primary is probed about every two seconds (traffic stands in for
 // the rest: prober.trafficStandsIn); the replicas' probes, at the busy
 // rate, keep the samples time lag is measured with as dense as before,
 // at no cost to the primary. A lower bound: the lag they measure can

@@ -23,3 +23,6 @@ func Of(t time.Time) Time { return Time(t.Sub(epoch)) }
 
 // Sub is the time from o to m.
 func (m Time) Sub(o Time) time.Duration { return time.Duration(m - o) }
+
+// Wall is m as a reading of time.Now would give it.
+func (m Time) Wall() time.Time { return epoch.Add(time.Duration(m)) }
