@@ -348,8 +348,8 @@ func (c *Connector) leaseAffine(ctx context.Context, pl *plan, proven bool) (lea
 
 // boundLastRead makes a session read that leaves the replica of the
 // session's last read see at least what that read could have seen: a
-// position of that replica read after it (on a probe connection open
-// since before it), else of the primary read after it, from the snapshot;
+// position of that replica read after it (on a connection open since
+// before it), else of the primary read after it, from the snapshot;
 // else a capture of the primary's position now (one statement, shared).
 func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
 	bound, ok := pl.lastReadBound, pl.lastReadBoundKnown

@@ -18,15 +18,18 @@ import (
 )
 
 // Probing: a prober watches one server address for the whole process,
-// with one probe loop and one probe connection (which captures of write
-// positions borrow between probes), whatever the number of handles on the
-// cluster; a host name it connects to must resolve to one address. Every
+// with one probe loop, whatever the number of handles on the cluster; a
+// host name it connects to must resolve to one address. Probes and
+// captures of write positions run on an idle connection of the handles'
+// pools when one is, else on the prober's own connection (see onPooled).
+// Every
 // *sql.DB and pgreplicapgx.Pool opened on the same connection string (an
 // ORM's second handle, a migration tool, a health checker) subscribes its
 // node to the same prober, which probes as often as its busiest
 // subscriber needs and hands each answer to every one of them. So a
-// process costs each server one probe per interval and one connection
-// beyond its pools, not one per handle. The registry of probers is
+// process costs each server one probe per interval, not one per handle,
+// and, while its pools hold a connection there, no connection beyond
+// them. The registry of probers is
 // package state, as the process watermarks are (watermark.go), and for
 // the same reason: what it watches is the process's, not a handle's.
 var processProbers = proberRegistry{probers: map[proberKey]*prober{}}
@@ -637,9 +640,12 @@ func (p *prober) ask(ctx context.Context, conn driver.Conn, since time.Time, fre
 
 // The probe connection is shared: the prober's loop holds it for each
 // probe, and a capture of the primary's position (capture.go) borrows
-// it between probes instead of keeping a connection of its own. A
-// process then holds one connection on each server beyond what its pools
-// need, whatever it writes and however many handles it opened.
+// it between probes instead of keeping a connection of its own; both
+// prefer an idle pooled connection (onPooled), and the probe connection
+// is closed once those served for ownConnIdle. A process then holds no
+// connection on a server beyond what its pools need while they hold one
+// there, and one otherwise, whatever it writes and however many handles
+// it opened.
 
 // connLock is a mutex a waiter can give up on when its context ends.
 type connLock chan struct{}
