@@ -24,6 +24,10 @@ type conn struct {
 	// conn (IsValid reports false, so it is never handed to someone else).
 	pinned *lease
 	tx     *tx
+	// txBuf holds the conn's transactions, one at a time (database/sql
+	// begins the next only once the last ended): no allocation per
+	// transaction.
+	txBuf  tx
 	closed bool
 	// bound are the open statements prepared on the pinned or transaction
 	// connection (see stmt).

@@ -101,6 +101,9 @@ func runQuery(ctx context.Context, p *physical, query string, args []driver.Name
 type sockets struct {
 	mu    sync.Mutex
 	conns []net.Conn
+	// peeker looks at peeked, the last of conns, made at the first look.
+	peeker *sockpeek.Peeker
+	peeked net.Conn
 }
 
 type socketsKey struct{}
@@ -124,17 +127,21 @@ func (s *sockets) peek() sockpeek.State {
 	if n := len(s.conns); n > 0 {
 		c = s.conns[n-1]
 	}
+	if c != nil && s.peeked != c {
+		s.peeker, s.peeked = sockpeek.NewPeeker(c), c
+	}
+	pk := s.peeker
 	s.mu.Unlock()
 	if c == nil {
 		return sockpeek.Unknown
 	}
-	return sockpeek.Peek(c)
+	return pk.Peek()
 }
 
 // reset forgets the sockets of a connection that is gone.
 func (s *sockets) reset() {
 	s.mu.Lock()
-	s.conns = nil
+	s.conns, s.peeker, s.peeked = nil, nil, nil
 	s.mu.Unlock()
 }
 

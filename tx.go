@@ -42,7 +42,8 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 	if !opts.ReadOnly || iso == sql.LevelSerializable || iso == sql.LevelLinearizable {
 		cls.Hint = stmtclass.HintPrimary
 	}
-	t := &tx{cn: cn}
+	t := &cn.txBuf
+	*t = tx{cn: cn}
 	if err := cn.c.planFor(ctx, cls, &t.pl); err != nil {
 		return nil, err
 	}

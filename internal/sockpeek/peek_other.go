@@ -8,3 +8,12 @@ import "net"
 // the connection is taken as it is (the health check and the outcome
 // rules still apply).
 func Peek(net.Conn) State { return Unknown }
+
+// Peeker answers Unknown on this platform, as Peek does.
+type Peeker struct{}
+
+// NewPeeker returns a Peeker.
+func NewPeeker(net.Conn) *Peeker { return &Peeker{} }
+
+// Peek answers Unknown.
+func (*Peeker) Peek() State { return Unknown }

@@ -44,6 +44,16 @@ func TestPeekIdleSocket(t *testing.T) {
 	if got := Peek(client); got != Idle {
 		t.Fatalf("idle connection: %v, want Idle", got)
 	}
+	// The pool looks before every write: a Peeker looks without
+	// allocating.
+	pk := NewPeeker(client)
+	if n := testing.AllocsPerRun(100, func() {
+		if pk.Peek() != Idle {
+			t.Fatal("idle connection: not Idle through a Peeker")
+		}
+	}); n != 0 {
+		t.Errorf("a Peeker's look allocates %v times, want 0", n)
+	}
 	if _, err := server.Write([]byte("E")); err != nil {
 		t.Fatal(err)
 	}
