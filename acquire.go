@@ -290,7 +290,7 @@ func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*
 	}
 	actx, cancel := context.WithTimeout(ctx, delay)
 	defer cancel()
-	return n.pool.acquire(actx)
+	return n.pool.acquire(actx) // after the monitor's connection, if it holds one
 }
 
 // errDialing: the replica's pool has no idle connection and is making

@@ -52,9 +52,13 @@ type hostPool struct {
 	dialing atomic.Int32
 	// monitorLent counts the borrows by the monitor (lendIdle), and
 	// monitorHeld those not given back yet: the monitor's own borrows
-	// are no evidence of statements (statementStat).
+	// are no evidence of statements (statementStat). monitorBack is
+	// closed when the monitor gives its connection back (one at a time:
+	// its probes and captures take turns).
 	monitorLent atomic.Int64
 	monitorHeld atomic.Int32
+	monitorMu   sync.Mutex
+	monitorBack chan struct{}
 }
 
 func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error) {
@@ -122,6 +126,7 @@ func (hp *hostPool) acquireForWrite(ctx context.Context) (*puddle.Resource[*phys
 }
 
 func (hp *hostPool) acquireChecked(ctx context.Context, checkSocket bool) (*puddle.Resource[*physical], error) {
+	hp.awaitMonitor(ctx)
 	for {
 		res, err := hp.pool.Acquire(ctx)
 		if err != nil {
@@ -189,14 +194,45 @@ func (hp *hostPool) lendIdle() *puddle.Resource[*physical] {
 	if res, err = hp.claim(res); err != nil {
 		return nil
 	}
+	hp.monitorMu.Lock()
+	hp.monitorBack = make(chan struct{})
+	hp.monitorMu.Unlock()
 	hp.monitorHeld.Add(1)
 	return res
 }
 
 // giveBack returns a connection lendIdle lent; err as for release.
 func (hp *hostPool) giveBack(res *puddle.Resource[*physical], err error) {
-	hp.monitorHeld.Add(-1)
 	hp.release(res, err)
+	hp.monitorHeld.Add(-1)
+	hp.monitorMu.Lock()
+	if hp.monitorBack != nil {
+		close(hp.monitorBack)
+		hp.monitorBack = nil
+	}
+	hp.monitorMu.Unlock()
+}
+
+// awaitMonitor waits, while the pool has no idle connection and the
+// monitor holds one, for the monitor to give it back (one round trip;
+// its query gives up within ProbeTimeout), or for ctx to end: the
+// statement then takes that connection instead of making the pool dial
+// one more because a probe happened to run on the idle one. Only such a
+// collision costs more than two atomic loads.
+func (hp *hostPool) awaitMonitor(ctx context.Context) {
+	if hp.monitorHeld.Load() == 0 || hp.idle.Load() > 0 {
+		return
+	}
+	hp.monitorMu.Lock()
+	back := hp.monitorBack
+	hp.monitorMu.Unlock()
+	if back == nil {
+		return
+	}
+	select {
+	case <-back:
+	case <-ctx.Done():
+	}
 }
 
 // statementStat returns how many connections statements ever borrowed

@@ -3,6 +3,7 @@ package pgreplica
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
 )
@@ -27,5 +28,49 @@ func TestOneConnectionForOneRead(t *testing.T) {
 	}
 	if got := n.pool.idle.Load(); got != 1 {
 		t.Errorf("replica %d counts %d idle connections, want 1", v, got)
+	}
+}
+
+// TestStatementWaitsForTheMonitorsConnection: while the monitor runs a
+// probe on the pool's one idle connection, a statement waits for it to
+// come back instead of making the pool dial a second one; the monitor's
+// borrow is no evidence of statements.
+func TestStatementWaitsForTheMonitorsConnection(t *testing.T) {
+	mc := newMockCluster(t, 2, nil)
+	mc.mocks[0].MatchExpectationsInOrder(false)
+	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (1)").WillReturnResult(sqlmock.NewResult(0, 1))
+	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (2)").WillReturnResult(sqlmock.NewResult(0, 1))
+	mc.mocks[0] = &lenientMock{mc.mocks[0]}
+	ctx := context.Background()
+	if _, err := mc.db.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	hp := mc.c.nodes[0].pool
+	lentBefore, _ := hp.statementStat()
+	res := hp.lendIdle()
+	if res == nil {
+		t.Fatal("the pool's idle connection was not lent to the monitor")
+	}
+	if lent, inUse := hp.statementStat(); lent != lentBefore || inUse {
+		t.Errorf("the monitor's borrow reads as statements: lent %d (before %d), in use %v", lent, lentBefore, inUse)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := mc.db.ExecContext(ctx, "INSERT INTO t VALUES (2)")
+		done <- err
+	}()
+	// Without the wait the statement dials a second connection and is
+	// done in microseconds: it must still be waiting a while later.
+	select {
+	case err := <-done:
+		t.Fatalf("the statement ran while the monitor held the pool's connection (%v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	hp.giveBack(res, nil)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := hp.pool.Stat().TotalResources(); got != 1 {
+		t.Errorf("the primary holds %d connections, want 1: the statement waited for the monitor's", got)
 	}
 }

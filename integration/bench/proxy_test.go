@@ -17,7 +17,11 @@ import (
 //
 // Only connections whose client bytes ever contained marker are counted:
 // the benchmark's statements name a table that contains it, and
-// pgreplica's monitor connections never do.
+// pgreplica's monitor connections never do. The monitor's probes and
+// captures on a pooled connection are not the operation's either (they
+// run while the connection is idle, and captures count as deferred
+// statements): a flight that starts with one of their texts (the monitor
+// sends them as simple queries) is left out.
 type countingProxy struct {
 	ln     net.Listener
 	target string
@@ -35,6 +39,7 @@ type proxiedConn struct {
 	mu       sync.Mutex
 	flights  int
 	answered bool // the server spoke since the client's last flight
+	monitor  bool // the flight under way is the monitor's
 	marked   bool
 	tail     []byte // the client stream's last len(marker)-1 bytes
 }
@@ -106,8 +111,14 @@ func (pc *proxiedConn) fromClient(chunk, marker []byte) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.answered {
-		pc.flights++
+		pc.monitor = isMonitorQuery(chunk)
+		if !pc.monitor {
+			pc.flights++
+		}
 		pc.answered = false
+	}
+	if pc.monitor {
+		return
 	}
 	if !pc.marked {
 		window := append(pc.tail, chunk...)
@@ -124,6 +135,19 @@ func (pc *proxiedConn) fromServer(chunk, _ []byte) {
 	pc.mu.Lock()
 	pc.answered = true
 	pc.mu.Unlock()
+}
+
+// monitorTexts begin pgreplica's probes and its reads of write positions.
+var monitorTexts = [][]byte{[]byte("SELECT pg_is_in_recovery()"), []byte("SELECT pg_current_wal_")}
+
+// isMonitorQuery reports whether chunk starts with a simple query of the
+// monitor's ('Q', its length, then the text).
+func isMonitorQuery(chunk []byte) bool {
+	if len(chunk) < 5 || chunk[0] != 'Q' {
+		return false
+	}
+	text := chunk[5:]
+	return bytes.HasPrefix(text, monitorTexts[0]) || bytes.HasPrefix(text, monitorTexts[1])
 }
 
 // isCopyInResponse reports whether chunk is exactly one CopyInResponse
