@@ -172,7 +172,7 @@ func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error)
 		return 0, err
 	}
 	defer conn.Close()
-	return monitorLSN(ctx, conn, lsnSQL(async))
+	return queryLSN(ctx, conn, lsnSQL(async))
 }
 
 // reachableLSN maps an insert position just past a WAL page header back

@@ -582,7 +582,7 @@ func (p *prober) ask(ctx context.Context, conn driver.Conn, since time.Time, fre
 	case light:
 		query = probe.LightSQL
 	}
-	rows, err := monitorQuery(ctx, conn, query)
+	rows, err := queryInner(ctx, conn, query, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -684,7 +684,7 @@ func (p *prober) queryLSN(ctx context.Context, query string, timeout time.Durati
 		start := time.Now()
 		lent, err := p.onPooled(ctx, timeout, func(ctx context.Context, pc *physical) error {
 			var err error
-			lsn, err = monitorLSN(ctx, pc.conn, query)
+			lsn, err = queryLSN(ctx, pc.conn, query)
 			return err
 		})
 		switch {
@@ -710,7 +710,7 @@ func (p *prober) queryLSN(ctx context.Context, query string, timeout time.Durati
 	// waiting for a server that answers nothing.
 	stop := context.AfterFunc(qctx, func() { p.socks.close() })
 	start := time.Now()
-	lsn, err = monitorLSN(qctx, p.conn, query)
+	lsn, err = queryLSN(qctx, p.conn, query)
 	if stop() && err == nil {
 		// Read by the server about half a round trip before the
 		// answer arrived, as for a probe.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
@@ -180,31 +179,7 @@ func convertArgs(c driver.Conn, args []driver.NamedValue) error {
 // queryLSN runs a query that answers one pg_lsn as text (a replay, flush
 // or insert position) and parses it.
 func queryLSN(ctx context.Context, c driver.Conn, query string) (LSN, error) {
-	return scanLSN(queryInner(ctx, c, query, nil))
-}
-
-// monitorLSN is queryLSN for the monitor's queries (monitorQuery).
-func monitorLSN(ctx context.Context, c driver.Conn, query string) (LSN, error) {
-	return scanLSN(monitorQuery(ctx, c, query))
-}
-
-// monitorQuery runs one of the monitor's queries (a probe, a capture) on
-// c. pgx sends it as a simple query, as lib/pq sends any query without
-// arguments: its text is on the wire, so that what watches the wire (a
-// pooler's log, the benchmarks' round-trip counter) tells the monitor's
-// queries from the application's on a pooled connection they share, and
-// no pooled connection keeps the monitor's statements prepared.
-func monitorQuery(ctx context.Context, c driver.Conn, query string) (driver.Rows, error) {
-	if _, ok := c.(*stdlib.Conn); ok {
-		return queryInner(ctx, c, query, simpleQuery)
-	}
-	return queryInner(ctx, c, query, nil)
-}
-
-// simpleQuery is pgx's option to send a query as a simple query.
-var simpleQuery = []driver.NamedValue{{Ordinal: 1, Value: pgx.QueryExecModeSimpleProtocol}}
-
-func scanLSN(rows driver.Rows, err error) (LSN, error) {
+	rows, err := queryInner(ctx, c, query, nil)
 	if err != nil {
 		return 0, err
 	}

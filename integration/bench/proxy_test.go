@@ -20,8 +20,9 @@ import (
 // pgreplica's monitor connections never do. The monitor's probes and
 // captures on a pooled connection are not the operation's either (they
 // run while the connection is idle, and captures count as deferred
-// statements): a flight that starts with one of their texts (the monitor
-// sends them as simple queries) is left out.
+// statements): a flight that sends one of their texts as a simple query
+// (lib/pq), or prepares one (pgx: Parse) or runs a statement so prepared
+// (Bind by its name), is left out.
 type countingProxy struct {
 	ln     net.Listener
 	target string
@@ -40,6 +41,9 @@ type proxiedConn struct {
 	flights  int
 	answered bool // the server spoke since the client's last flight
 	monitor  bool // the flight under way is the monitor's
+	// monitorStmts are the names of the statements the monitor prepared
+	// on this connection.
+	monitorStmts map[string]bool
 	marked   bool
 	tail     []byte // the client stream's last len(marker)-1 bytes
 }
@@ -111,7 +115,7 @@ func (pc *proxiedConn) fromClient(chunk, marker []byte) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.answered {
-		pc.monitor = isMonitorQuery(chunk)
+		pc.monitor = pc.isMonitorFlight(chunk)
 		if !pc.monitor {
 			pc.flights++
 		}
@@ -140,14 +144,38 @@ func (pc *proxiedConn) fromServer(chunk, _ []byte) {
 // monitorTexts begin pgreplica's probes and its reads of write positions.
 var monitorTexts = [][]byte{[]byte("SELECT pg_is_in_recovery()"), []byte("SELECT pg_current_wal_")}
 
-// isMonitorQuery reports whether chunk starts with a simple query of the
-// monitor's ('Q', its length, then the text).
-func isMonitorQuery(chunk []byte) bool {
-	if len(chunk) < 5 || chunk[0] != 'Q' {
+// isMonitorFlight reports whether a flight that starts with chunk is the
+// monitor's: its first message is a simple query of the monitor's ('Q',
+// length, text), the Parse of one ('P', length, name, text; the name is
+// remembered), or the Bind of a statement so prepared ('B', length,
+// portal, name).
+func (pc *proxiedConn) isMonitorFlight(chunk []byte) bool {
+	if len(chunk) < 5 {
 		return false
 	}
-	text := chunk[5:]
-	return bytes.HasPrefix(text, monitorTexts[0]) || bytes.HasPrefix(text, monitorTexts[1])
+	body := chunk[5:]
+	isMonitorText := func(text []byte) bool {
+		return bytes.HasPrefix(text, monitorTexts[0]) || bytes.HasPrefix(text, monitorTexts[1])
+	}
+	switch chunk[0] {
+	case 'Q':
+		return isMonitorText(body)
+	case 'P':
+		name, text, ok := bytes.Cut(body, []byte{0})
+		if !ok || !isMonitorText(text) {
+			return false
+		}
+		if pc.monitorStmts == nil {
+			pc.monitorStmts = map[string]bool{}
+		}
+		pc.monitorStmts[string(name)] = true
+		return true
+	case 'B':
+		_, rest, ok := bytes.Cut(body, []byte{0}) // the portal
+		name, _, ok2 := bytes.Cut(rest, []byte{0})
+		return ok && ok2 && len(name) > 0 && pc.monitorStmts[string(name)]
+	}
+	return false
 }
 
 // isCopyInResponse reports whether chunk is exactly one CopyInResponse
