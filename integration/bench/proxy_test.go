@@ -44,8 +44,8 @@ type proxiedConn struct {
 	// monitorStmts are the names of the statements the monitor prepared
 	// on this connection.
 	monitorStmts map[string]bool
-	marked   bool
-	tail     []byte // the client stream's last len(marker)-1 bytes
+	marked       bool
+	tail         []byte // the client stream's last len(marker)-1 bytes
 }
 
 func newCountingProxy(target, marker string) (*countingProxy, error) {
