@@ -22,16 +22,15 @@ import (
 // host name it connects to must resolve to one address. Probes and
 // captures of write positions run on an idle connection of the handles'
 // pools when one is, else on the prober's own connection (see onPooled).
-// Every
-// *sql.DB and pgreplicapgx.Pool opened on the same connection string (an
-// ORM's second handle, a migration tool, a health checker) subscribes its
-// node to the same prober, which probes as often as its busiest
-// subscriber needs and hands each answer to every one of them. So a
-// process costs each server one probe per interval, not one per handle,
-// and, while its pools hold a connection there, no connection beyond
-// them. The registry of probers is
-// package state, as the process watermarks are (watermark.go), and for
-// the same reason: what it watches is the process's, not a handle's.
+// Every *sql.DB and pgreplicapgx.Pool opened on the same connection
+// string (an ORM's second handle, a migration tool, a health checker)
+// subscribes its node to the same prober, which probes as often as its
+// busiest subscriber needs and hands each answer to every one of them.
+// So a process costs each server one probe per interval, not one per
+// handle, and, while its pools hold a connection there, no connection
+// beyond them. The registry of probers is package state, as the process
+// watermarks are (watermark.go), and for the same reason: what it
+// watches is the process's, not a handle's.
 var processProbers = proberRegistry{probers: map[proberKey]*prober{}}
 
 // proberKey is what makes two nodes' probes the same: the inner driver,
@@ -396,7 +395,7 @@ func (p *prober) probe(ctx context.Context) *nodeStatus {
 	var err error
 	if p.failed == nil {
 		var lent bool
-		st, err, lent = p.probePooled(ctx)
+		st, lent, err = p.probePooled(ctx)
 		switch {
 		case lent && err == nil:
 			p.reapOwnConn()
@@ -452,13 +451,13 @@ func (p *prober) probeAfterLost(ctx context.Context) *nodeStatus {
 
 // probePooled probes on an idle connection of a subscriber's pool
 // (onPooled), within ProbeTimeout. lent: one was lent.
-func (p *prober) probePooled(ctx context.Context) (st *nodeStatus, err error, lent bool) {
+func (p *prober) probePooled(ctx context.Context) (st *nodeStatus, lent bool, err error) {
 	lent, err = p.onPooled(ctx, p.key.timeout, func(ctx context.Context, pc *physical) error {
 		var err error
 		st, err = p.askAny(ctx, pc.conn, pc.created.Wall(), false)
 		return err
 	})
-	return st, err, lent
+	return st, lent, err
 }
 
 // ownConnIdle is how long the probe connection may go unused while
@@ -477,8 +476,8 @@ func (p *prober) reapOwnConn() {
 // onPooled runs f on an idle connection a subscriber's pool lends at
 // once (hostPool.lendIdle), within timeout, and gives it back; lent
 // reports whether one was lent (none idle: the caller uses the probe
-// connection). A statement borrowing meanwhile takes another or dials,
-// as when two statements overlap. Only once the probe connection has
+// connection). A statement that wants it meanwhile waits for it
+// (hostPool.awaitMonitor) when the pool has no other idle. Only once the probe connection has
 // read the role's privileges (they are the same on every connection of
 // the DSN) does a probe go on a pooled one. Like a probe, f is bounded by
 // closing the connection's socket.
@@ -566,10 +565,10 @@ func (p *prober) askAny(ctx context.Context, conn driver.Conn, since time.Time, 
 	return st, err
 }
 
-// ask runs one probe on conn: a full one, or, given the previous answer, a light
-// one that takes the system identifier and the standbys from it. A light
-// probe that finds another role or another server returns nil: ask again,
-// fully.
+// ask runs one probe on conn: a full one, or, given the previous
+// answer, a light one that takes the system identifier and the standbys
+// from it. A light probe that finds another role or another server
+// returns nil: ask again, fully.
 func (p *prober) ask(ctx context.Context, conn driver.Conn, since time.Time, fresh bool, prev *nodeStatus) (*nodeStatus, error) {
 	light := prev != nil
 	// The round trip is timed without connection setup, which would
