@@ -50,15 +50,12 @@ type hostPool struct {
 	idle atomic.Int32
 	// dialing counts the connections being made (acquireReplica).
 	dialing atomic.Int32
-	// monitorLent counts the borrows by the monitor (lendIdle), and
-	// monitorHeld those not given back yet: the monitor's own borrows
-	// are no evidence of statements (statementStat). monitorBack is
-	// closed when the monitor gives its connection back (one at a time:
-	// its probes and captures take turns).
+	// monitorLent counts the borrows by the monitor (lendIdle): they are
+	// no evidence of statements (statementStat). monitorBack is set
+	// while the monitor holds a connection (one at a time: its probes
+	// and captures take turns), and closed when it gives it back.
 	monitorLent atomic.Int64
-	monitorHeld atomic.Int32
-	monitorMu   sync.Mutex
-	monitorBack chan struct{}
+	monitorBack atomic.Pointer[chan struct{}]
 }
 
 func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error) {
@@ -194,23 +191,17 @@ func (hp *hostPool) lendIdle() *puddle.Resource[*physical] {
 	if res, err = hp.claim(res); err != nil {
 		return nil
 	}
-	hp.monitorMu.Lock()
-	hp.monitorBack = make(chan struct{})
-	hp.monitorMu.Unlock()
-	hp.monitorHeld.Add(1)
+	back := make(chan struct{})
+	hp.monitorBack.Store(&back)
 	return res
 }
 
 // giveBack returns a connection lendIdle lent; err as for release.
 func (hp *hostPool) giveBack(res *puddle.Resource[*physical], err error) {
 	hp.release(res, err)
-	hp.monitorHeld.Add(-1)
-	hp.monitorMu.Lock()
-	if hp.monitorBack != nil {
-		close(hp.monitorBack)
-		hp.monitorBack = nil
+	if back := hp.monitorBack.Swap(nil); back != nil {
+		close(*back)
 	}
-	hp.monitorMu.Unlock()
 }
 
 // awaitMonitor waits, while the pool has no idle connection and the
@@ -220,17 +211,12 @@ func (hp *hostPool) giveBack(res *puddle.Resource[*physical], err error) {
 // one more because a probe happened to run on the idle one. Only such a
 // collision costs more than two atomic loads.
 func (hp *hostPool) awaitMonitor(ctx context.Context) {
-	if hp.monitorHeld.Load() == 0 || hp.idle.Load() > 0 {
-		return
-	}
-	hp.monitorMu.Lock()
-	back := hp.monitorBack
-	hp.monitorMu.Unlock()
-	if back == nil {
+	back := hp.monitorBack.Load()
+	if back == nil || hp.idle.Load() > 0 {
 		return
 	}
 	select {
-	case <-back:
+	case <-*back:
 	case <-ctx.Done():
 	}
 }
@@ -239,7 +225,11 @@ func (hp *hostPool) awaitMonitor(ctx context.Context) {
 // and whether one is borrowed now: the monitor's own borrows left out.
 func (hp *hostPool) statementStat() (lent int64, inUse bool) {
 	s := hp.pool.Stat()
-	return s.AcquireCount() - hp.monitorLent.Load(), s.AcquiredResources() > hp.monitorHeld.Load()
+	held := int32(0)
+	if hp.monitorBack.Load() != nil {
+		held = 1
+	}
+	return s.AcquireCount() - hp.monitorLent.Load(), s.AcquiredResources() > held
 }
 
 // count and uncount keep idle: a connection given back to the pool, then

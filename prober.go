@@ -201,10 +201,7 @@ func (p *prober) poke() {
 func (p *prober) loop(ctx context.Context) {
 	defer func() {
 		p.lock.lock(context.Background()) // a capture ends within a probe timeout
-		if p.conn != nil {
-			p.conn.Close()
-			p.conn = nil
-		}
+		p.closeConn()
 		p.lock.unlock()
 	}()
 	var probed time.Time // when the last probe was sent
@@ -349,10 +346,7 @@ func (p *prober) probeOnce(ctx context.Context) bool {
 	stop := context.AfterFunc(pctx, func() { p.socks.close() })
 	st := p.probeFn(pctx)
 	if !stop() {
-		if p.conn != nil {
-			p.conn.Close() // its socket may be closed
-			p.conn = nil
-		}
+		p.closeConn() // its socket may be closed
 		if st.err != nil && ctx.Err() == nil {
 			st.err = fmt.Errorf("no answer to the probe within %v: %w", timeout, st.err)
 		}
@@ -410,9 +404,8 @@ func (p *prober) probe(ctx context.Context) *nodeStatus {
 	}
 	reused := p.conn != nil
 	st, err = p.probeConn(ctx)
-	if err != nil && p.conn != nil {
-		p.conn.Close()
-		p.conn = nil
+	if err != nil {
+		p.closeConn()
 	}
 	if err != nil && reused && sqlstate.ConnLost(err) && ctx.Err() == nil {
 		// The connection died since the last probe (a restart): what
@@ -433,16 +426,10 @@ func (p *prober) probe(ctx context.Context) *nodeStatus {
 // what was known of its replay must be forgotten, as after a failed
 // probe.
 func (p *prober) probeAfterLost(ctx context.Context) *nodeStatus {
-	if p.conn != nil {
-		p.conn.Close()
-		p.conn = nil
-	}
+	p.closeConn()
 	st, err := p.probeConn(ctx)
 	if err != nil {
-		if p.conn != nil {
-			p.conn.Close()
-			p.conn = nil
-		}
+		p.closeConn()
 		return &nodeStatus{err: err, at: time.Now()}
 	}
 	st.restarted = true
@@ -467,7 +454,14 @@ const ownConnIdle = 5 * time.Second
 
 // reapOwnConn closes the probe connection once unused for ownConnIdle.
 func (p *prober) reapOwnConn() {
-	if p.conn != nil && time.Since(p.connUsed) > ownConnIdle {
+	if time.Since(p.connUsed) > ownConnIdle {
+		p.closeConn()
+	}
+}
+
+// closeConn closes the probe connection, if open, and forgets it.
+func (p *prober) closeConn() {
+	if p.conn != nil {
 		p.conn.Close()
 		p.conn = nil
 	}
@@ -717,8 +711,7 @@ func (p *prober) queryLSN(ctx context.Context, query string, timeout time.Durati
 		p.capturedAt.Store(at.UnixNano())
 		return lsn, at, nil
 	}
-	p.conn.Close()
-	p.conn = nil
+	p.closeConn()
 	if ctx.Err() == nil && qctx.Err() != nil {
 		err = fmt.Errorf("no answer within %v to a read of the primary's position: %w", timeout, qctx.Err())
 		p.failed = err
