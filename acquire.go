@@ -199,7 +199,12 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 			return lease{}, err
 		}
 	}
-	for set := pl.fresh.without(pl.tried); set != 0; set = pl.replicas(true) {
+	var refused []*HostError // the replicas tried that gave no connection, and why
+	// slow are the replicas passed over because their connection was slow
+	// to come: left out of this loop only, not marked tried, so that a
+	// retry of the read (a replay conflict a second later) may use them.
+	var slow nodeSet
+	for set := pl.fresh.without(pl.tried); set != 0; set = pl.replicas(true).without(slow) {
 		i := c.choose(pl.topo, set)
 		n := pl.topo.nodes[i].n
 		res, err := c.acquireReplica(ctx, n, set.len() > 1)
@@ -225,6 +230,11 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		}
 		if ctx.Err() != nil {
 			return lease{}, ctx.Err()
+		}
+		refused = append(refused, asHostError(n.name, err))
+		if errors.Is(err, errSlowConnect) || errors.Is(err, errDialing) {
+			slow.add(i)
+			continue
 		}
 		pl.tried.add(i)
 	}
@@ -263,7 +273,9 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 			}
 		}
 	}
-	return lease{}, noReplicaError(pl)
+	nf := noReplicaError(pl)
+	nf.hosts = refused
+	return lease{}, nf
 }
 
 // acquireReplica borrows a connection to replica n. When another replica
@@ -290,12 +302,22 @@ func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*
 	}
 	actx, cancel := context.WithTimeout(ctx, delay)
 	defer cancel()
-	return n.pool.acquire(actx) // after the monitor's connection, if it holds one
+	res, err := n.pool.acquire(actx) // after the monitor's connection, if it holds one
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		// The caller's deadline did not pass: say what did (a read's
+		// error must not match context.DeadlineExceeded for it).
+		err = errSlowConnect
+	}
+	return res, err
 }
 
-// errDialing: the replica's pool has no idle connection and is making
-// one already (acquireReplica).
-var errDialing = errors.New("pgreplica: no idle connection to this replica, one being made")
+var (
+	// errDialing: the replica's pool has no idle connection and is making
+	// one already (acquireReplica).
+	errDialing = errors.New("no idle connection, one being made")
+	// errSlowConnect: no connection to the replica within its hedge delay.
+	errSlowConnect = errors.New("no connection within the hedge delay")
+)
 
 // needOn is the position a read under pl must be proven to have on a
 // connection of n before it runs there: none for a node with one server
@@ -375,7 +397,7 @@ func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
 	return nil
 }
 
-func noReplicaError(pl *plan) error {
+func noReplicaError(pl *plan) *NoFreshReplicaError {
 	why := "no healthy replica within the lag bounds"
 	if pl.maxLag == 0 && pl.maxLagBytes == 0 {
 		why = "no healthy replica"

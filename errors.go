@@ -81,13 +81,35 @@ var (
 // and that was not allowed to fall back to the primary. It matches
 // errors.Is(err, ErrNoFreshReplica); Reason is ReasonTimeout or
 // ReasonNoReplica, and with ReasonNoReplica it matches ErrNoReplica too.
+// It unwraps to a *HostError for each replica that gave no connection.
 type NoFreshReplicaError struct {
 	Reason string
 	Detail string
+	// hosts are the replicas tried that gave no connection, and why.
+	hosts []*HostError
 }
 
 func (e *NoFreshReplicaError) Error() string {
-	return ErrNoFreshReplica.Error() + ": " + e.Detail
+	s := ErrNoFreshReplica.Error() + ": " + e.Detail
+	for i, h := range e.hosts {
+		if i == 0 {
+			s += ": "
+		} else {
+			s += "; "
+		}
+		s += h.Error()
+	}
+	return s
+}
+
+// Unwrap returns the replicas that gave no connection: errors.As finds
+// their *HostError, and through it the inner driver's error.
+func (e *NoFreshReplicaError) Unwrap() []error {
+	out := make([]error, len(e.hosts))
+	for i, h := range e.hosts {
+		out[i] = h
+	}
+	return out
 }
 
 // Is makes errors.Is(err, ErrNoFreshReplica) true, and errors.Is(err,
@@ -123,6 +145,15 @@ func (e *HostError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrAuth) true for a host that refused the
 // credentials.
 func (e *HostError) Is(target error) bool { return target == ErrAuth && isAuthFailure(e.Err) }
+
+// asHostError returns the *HostError err holds, or one that names addr
+// with err as its cause.
+func asHostError(addr string, err error) *HostError {
+	if he := (*HostError)(nil); errors.As(err, &he) {
+		return he
+	}
+	return &HostError{Addr: addr, Err: err}
+}
 
 // newHostError wraps the cause of a failed host. driver.ErrBadConn is kept
 // out of the chain: database/sql would take it for its own connection and

@@ -200,3 +200,46 @@ func TestUnresolvableHost(t *testing.T) {
 		})
 	}
 }
+
+// refusingConnector is an inner connector whose server refuses every
+// connection.
+type refusingConnector struct{ err error }
+
+func (r refusingConnector) Connect(context.Context) (driver.Conn, error) { return nil, r.err }
+func (r refusingConnector) Driver() driver.Driver                        { return nil }
+
+// TestReadWithNothingToServeItSaysWhy: a read that no replica could take
+// and that found no primary to fall back to says both: each replica's
+// refusal (errors.As reaches it) and the missing primary.
+func TestReadWithNothingToServeItSaysWhy(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	cfg := Config{MonitorInterval: time.Hour, HealthCheckAfter: -1,
+		Hosts: []Host{{Addr: "db0.example", Port: 5432}, {Addr: "db1.example", Port: 5432}}}
+	c, err := newConnector(cfg, func(*Config, Host) (driver.Connector, error) {
+		return refusingConnector{refused}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.probe = func(context.Context, *node) *nodeStatus {
+		return &nodeStatus{role: roleReplica, lsn: 0x100, timeline: 1, sysid: 7, at: time.Now()}
+	}
+	db := sql.OpenDB(c)
+	defer db.Close()
+	var x int
+	err = db.QueryRowContext(context.Background(), "SELECT 1").Scan(&x)
+	for _, want := range []error{ErrNoPrimary, ErrNoFreshReplica, ErrNoReplica, syscall.ECONNREFUSED} {
+		if !errors.Is(err, want) {
+			t.Errorf("errors.Is(%v, %v) = false", err, want)
+		}
+	}
+	var he *HostError
+	if !errors.As(err, &he) || he.Addr != "db0.example:5432" && he.Addr != "db1.example:5432" {
+		t.Errorf("errors.As(*HostError): %v", he)
+	}
+	for _, part := range []string{"db0.example:5432: dial: connection refused", "db1.example:5432: dial: connection refused", "no primary to fall back to", "every reachable host is in recovery"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("%q does not say %q", err, part)
+		}
+	}
+}

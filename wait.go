@@ -478,6 +478,10 @@ func (c *Connector) fallBack(ctx context.Context, pl *plan, why error) (lease, e
 	l, err := c.leasePrimary(ctx, c.topo.Load(), true) // the latest primary
 	if err != nil {
 		c.fallbacks.release()
+		if errors.Is(err, ErrNoPrimary) {
+			// Say why the replicas could not serve it either.
+			err = fmt.Errorf("%w, and no primary to fall back to: %w", why, err)
+		}
 	}
 	return l, err
 }
