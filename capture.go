@@ -110,7 +110,7 @@ func (m *clusterMarks) resolve(ctx context.Context, c *Connector, ticket uint64)
 		prev := m.covered.Load()
 		m.mu.Unlock()
 
-		lsn, err := c.readPrimaryLSN(ctx, m.needsInsertLSN())
+		lsn, err := m.capturerFor(c).readPrimaryLSN(ctx, m.needsInsertLSN())
 
 		m.mu.Lock()
 		if err == nil {
@@ -130,6 +130,20 @@ func (m *clusterMarks) resolve(ctx context.Context, c *Connector, ticket uint64)
 		}
 	}
 	return nil
+}
+
+// capturerFor returns the connector a capture for c runs on: c, or, while
+// c knows no primary (a handle given only the replicas' addresses), the
+// process's latest writer on the cluster, which does: the writes a read
+// must see are the process's, whichever handle made them.
+func (m *clusterMarks) capturerFor(c *Connector) *Connector {
+	if c.topo.Load().primaryNode() != nil {
+		return c
+	}
+	if w := m.capturer.Load(); w != nil && !w.closed.Load() && w.topo.Load().primaryNode() != nil {
+		return w
+	}
+	return c
 }
 
 // needsInsertLSN reports whether a capture covering the tickets after

@@ -55,7 +55,7 @@ type clusterMarks struct {
 	// writeAt is when the latest write ticket was issued (unix ns).
 	writeAt atomic.Int64
 	// capturer is the connector that wrote last: it runs captures for
-	// readers without a connector of their own (Session.Token).
+	// connectors that know no primary (capturerFor).
 	capturer atomic.Pointer[Connector]
 	// sessions is set once a statement with a Session ran on the
 	// cluster in this process (sessionsBegin).

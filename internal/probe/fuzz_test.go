@@ -132,23 +132,26 @@ func FuzzLSNText(f *testing.F) {
 	})
 }
 
-// FuzzReachableLSN: a position moves back only over a page header, to
-// the page boundary, and never moves again.
+// FuzzReachableLSN: a position moves back only from a page boundary (or
+// just past its header), to less than the shortest commit before the
+// boundary, and never moves again.
 func FuzzReachableLSN(f *testing.F) {
 	f.Add(uint64(0x1000018))
 	f.Add(uint64(0x1000028))
 	f.Add(uint64(0x1002028))
+	f.Add(uint64(0x1002000))
 	f.Add(uint64(walShortHeader))
 	f.Fuzz(func(t *testing.T, lsn uint64) {
 		got := ReachableLSN(lsn)
-		switch lsn - got {
-		case 0:
-		case walShortHeader, walLongHeader:
-			if got%walPageSize != 0 {
-				t.Fatalf("ReachableLSN(%#x) = %#x: not a page boundary", lsn, got)
+		if got != lsn {
+			boundary := lsn - lsn%walPageSize
+			want := boundary - (minCommitRecord - 1)
+			if boundary < minCommitRecord {
+				want = boundary // the start of the WAL
 			}
-		default:
-			t.Fatalf("ReachableLSN(%#x) = %#x: moved by %d bytes", lsn, got, lsn-got)
+			if got != want || lsn-boundary != 0 && lsn-boundary != walShortHeader && lsn-boundary != walLongHeader {
+				t.Fatalf("ReachableLSN(%#x) = %#x: not %d bytes before the page boundary %#x", lsn, got, minCommitRecord-1, boundary)
+			}
 		}
 		if again := ReachableLSN(got); again != got {
 			t.Fatalf("ReachableLSN(%#x) = %#x, then %#x", lsn, got, again)

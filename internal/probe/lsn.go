@@ -104,19 +104,41 @@ const (
 	walMinSegmentSize = 1 << 20
 )
 
-// ReachableLSN maps an insert position that sits just past a page header
-// back to the page boundary. When the last record ended exactly at a page
-// end, pg_current_wal_insert_lsn() points past the next page's header, but
-// a replica's replay position stops at the boundary and only passes it
-// when the next record arrives — on an idle primary, seconds later. The
-// bytes in between are a header, not data, so the boundary is as good.
+// ReachableLSN maps a position at a WAL page boundary, or just past the
+// page's header, to one a replica's replay reaches without waiting for
+// the next flush, and that still covers every commit at or before it.
+//
+// A replica replays whole records: its replay position stops at the end of
+// the last record it has in full. At a boundary it stops short of it
+// whenever a record spans the boundary: the primary flushes whole pages in
+// the background (the WAL writer; pg_current_wal_flush_lsn() then sits on
+// a boundary, inside that record), and the rest of the record follows
+// with the next flush — on a quiet primary up to wal_writer_delay later,
+// measured 200 ms. Likewise past a page header, where the insert position
+// points when the last record ended exactly at the page's end.
+//
+// Any commit the replica has not replayed starts at or after its replay
+// position R and is at least minCommitRecord bytes long, so it ends at or
+// before a boundary B only if R <= B-minCommitRecord. A replica at
+// B-minCommitRecord+1 or further has therefore replayed every commit that
+// ended by B, and sees every write the primary showed at B.
 func ReachableLSN(lsn uint64) uint64 {
-	off := lsn % walPageSize
-	switch {
+	switch off := lsn % walPageSize; {
 	case off == walShortHeader:
-		return lsn - walShortHeader
+		lsn -= walShortHeader
 	case off == walLongHeader && lsn%walMinSegmentSize == walLongHeader:
-		return lsn - walLongHeader
+		lsn -= walLongHeader
+	case off != 0:
+		return lsn
 	}
-	return lsn
+	if lsn < minCommitRecord {
+		return lsn
+	}
+	return lsn - (minCommitRecord - 1)
 }
+
+// minCommitRecord is the length of the shortest WAL record that makes a
+// write visible: a commit, with its 24-byte record header, 2-byte data
+// header and 8-byte commit time. A record that changes a page is longer
+// (its block reference alone takes 20 bytes).
+const minCommitRecord = 34
