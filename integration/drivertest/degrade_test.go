@@ -175,8 +175,8 @@ func TestReplayConflictEndsOnThePrimary(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := statsOf(t, db)
-			t.Logf("%d rows; conflict retries %d, conflict fallbacks %d, avoided %d; the first run took %v, the second %v",
-				n, st.ConflictRetries, st.Fallbacks[pgreplica.ReasonConflict], st.ConflictsAvoided, first, again)
+			t.Logf("%d rows; conflict retries %d, conflict fallbacks %d, avoided %d, hedges %d (denied %d); the first run took %v, the second %v",
+				n, st.ConflictRetries, st.Fallbacks[pgreplica.ReasonConflict], st.ConflictsAvoided, st.Hedges, st.HedgesDenied, first, again)
 			if n != 100 {
 				t.Errorf("count %d, want 100", n)
 			}
