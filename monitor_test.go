@@ -2,7 +2,6 @@ package pgreplica
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,29 +44,5 @@ func TestMonitorIdleWhileNoStatementRuns(t *testing.T) {
 			t.Fatal("never idle after the rows were closed")
 		}
 		time.Sleep(time.Millisecond) // the condition is time passing
-	}
-}
-
-// TestStartCostsOneProbePerServer: a handle's first round is one probe of
-// each server, not a probe started at once and another right behind it
-// for the monitor that subscribed a moment later (a fleet restarting at
-// once pays the difference).
-func TestStartCostsOneProbePerServer(t *testing.T) {
-	mc := newMockCluster(t, 2, nil) // MonitorInterval: an hour
-	var probes [3]atomic.Int64
-	probe := mc.c.probe
-	mc.c.probe = func(ctx context.Context, n *node) *nodeStatus {
-		probes[n.idx].Add(1)
-		return probe(ctx, n)
-	}
-	if err := mc.c.start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	// A second probe would follow the first at once; give it time to.
-	time.Sleep(50 * time.Millisecond)
-	for i := range probes {
-		if n := probes[i].Load(); n != 1 {
-			t.Errorf("server %d: %d probes at start, want 1", i, n)
-		}
 	}
 }

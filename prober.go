@@ -204,17 +204,8 @@ func (p *prober) loop(ctx context.Context) {
 		p.closeConn()
 		p.lock.unlock()
 	}()
-	// The first probe goes when the first subscriber asks (subscribe
-	// pokes): one started at once would answer before a monitor that
-	// subscribes a moment later, whose poke would then cost the server a
-	// second probe right behind the first.
-	select {
-	case <-ctx.Done():
-		return
-	case <-p.wakeCh:
-	}
 	var probed time.Time // when the last probe was sent
-	poked := true
+	poked := true        // the first probe goes at once
 	for {
 		wait, busy, idle := p.intervals()
 		var lent int64
