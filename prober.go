@@ -205,7 +205,10 @@ func (p *prober) loop(ctx context.Context) {
 		p.lock.unlock()
 	}()
 	var probed time.Time // when the last probe was sent
-	poked := true        // the first probe goes at once
+	// The first probe goes at once, on a new connection (no round trip
+	// measured); the first subscriber's poke sends a second right behind
+	// it, which measures one for latency-based selection.
+	poked := true
 	for {
 		wait, busy, idle := p.intervals()
 		var lent int64

@@ -141,7 +141,10 @@ func TestHandlesShareTheMonitor(t *testing.T) {
 	}
 }
 
-// awaitProbed waits until db's monitor has an answer from every server.
+// awaitProbed waits until db's monitor has its first answers from every
+// server: the probe on a new connection and the one right behind it,
+// which measures the round trip (then none comes before the next
+// interval).
 func awaitProbed(t *testing.T, db *sql.DB) {
 	t.Helper()
 	ctx := ctxFor(t)
@@ -152,7 +155,7 @@ func awaitProbed(t *testing.T, db *sql.DB) {
 	for {
 		probed := true
 		for _, n := range c.Nodes() {
-			probed = probed && !n.Sampled.IsZero()
+			probed = probed && !n.Sampled.IsZero() && n.RTT > 0
 		}
 		if probed {
 			return
