@@ -78,7 +78,8 @@ var (
 )
 
 // NoFreshReplicaError is the error of a read that no replica could serve
-// and that was not allowed to fall back to the primary. It matches
+// and that was not allowed to fall back to the primary, or found none to
+// fall back to (then the error wraps it and ErrNoPrimary). It matches
 // errors.Is(err, ErrNoFreshReplica); Reason is ReasonTimeout or
 // ReasonNoReplica, and with ReasonNoReplica it matches ErrNoReplica too.
 // It unwraps to a *HostError for each replica that gave no connection.
