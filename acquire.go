@@ -273,9 +273,10 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 			}
 		}
 	}
-	nf := noReplicaError(pl)
-	nf.hosts = refused
-	return lease{}, nf
+	if refused != nil {
+		return lease{}, &refusedError{noReplicaError(pl), refused}
+	}
+	return lease{}, noReplicaError(pl)
 }
 
 // acquireReplica borrows a connection to replica n. When another replica

@@ -82,33 +82,41 @@ var (
 // fall back to (then the error wraps it and ErrNoPrimary). It matches
 // errors.Is(err, ErrNoFreshReplica); Reason is ReasonTimeout or
 // ReasonNoReplica, and with ReasonNoReplica it matches ErrNoReplica too.
-// It unwraps to a *HostError for each replica that gave no connection.
+// Replicas that gave the read no connection are in the error beside it,
+// each a *HostError.
 type NoFreshReplicaError struct {
 	Reason string
 	Detail string
-	// hosts are the replicas tried that gave no connection, and why.
-	hosts []*HostError
 }
 
 func (e *NoFreshReplicaError) Error() string {
-	s := ErrNoFreshReplica.Error() + ": " + e.Detail
-	for i, h := range e.hosts {
-		if i == 0 {
-			s += ": "
-		} else {
-			s += "; "
-		}
-		s += h.Error()
-	}
-	return s
+	return ErrNoFreshReplica.Error() + ": " + e.Detail
 }
 
-// Unwrap returns the replicas that gave no connection: errors.As finds
-// their *HostError, and through it the inner driver's error.
-func (e *NoFreshReplicaError) Unwrap() []error {
-	out := make([]error, len(e.hosts))
-	for i, h := range e.hosts {
-		out[i] = h
+// refusedError is a NoFreshReplicaError with the replicas that gave no
+// connection, and why: errors.As finds each *HostError, and through it
+// the inner driver's error.
+type refusedError struct {
+	*NoFreshReplicaError
+	hosts []*HostError
+}
+
+func (e *refusedError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.NoFreshReplicaError.Error())
+	sep := ": "
+	for _, h := range e.hosts {
+		b.WriteString(sep)
+		b.WriteString(h.Error())
+		sep = "; "
+	}
+	return b.String()
+}
+
+func (e *refusedError) Unwrap() []error {
+	out := []error{e.NoFreshReplicaError}
+	for _, h := range e.hosts {
+		out = append(out, h)
 	}
 	return out
 }
