@@ -49,6 +49,17 @@ func TestFrozenReplica(t *testing.T) {
 			if before.failed > 0 || before.served[frozen] == 0 {
 				t.Fatalf("before the freeze: %s", before)
 			}
+			// A replica that lost a hedge in the first phase is kept from
+			// reads until its next probe: frozen then, no read would go
+			// there, and none would need a hedge.
+			rctx, rcancel := within(ctx, 5*time.Second)
+			if err := waitFor(rctx, "the replica to freeze to take reads", func() (bool, string) {
+				ns := status(t, cn, c, frozen)
+				return ns.Reads, describe(ns)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			rcancel()
 			hedgesBefore := cn.Stats().Hedges
 
 			if err := c.Freeze(frozen); err != nil {
