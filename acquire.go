@@ -200,11 +200,11 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		}
 	}
 	var refused []*HostError // the replicas tried that gave no connection, and why
-	// slow are the replicas passed over because their connection was slow
-	// to come: left out of this loop only, not marked tried, so that a
+	// pl.slow are the replicas passed over because their connection was
+	// slow to come: left out of this loop, not marked tried, so that a
 	// retry of the read (a replay conflict a second later) may use them.
-	var slow nodeSet
-	for set := pl.fresh.without(pl.tried); set != 0; set = pl.replicas(true).without(slow) {
+	pl.slow = 0
+	for set := pl.fresh.without(pl.tried); set != 0; set = pl.replicas(true).without(pl.slow) {
 		i := c.choose(pl.topo, set)
 		n := pl.topo.nodes[i].n
 		res, err := c.acquireReplica(ctx, n, set.len() > 1)
@@ -233,7 +233,7 @@ func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		}
 		refused = append(refused, asHostError(n.name, err))
 		if errors.Is(err, errSlowConnect) || errors.Is(err, errDialing) {
-			slow.add(i)
+			pl.slow.add(i)
 			continue
 		}
 		pl.tried.add(i)

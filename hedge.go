@@ -313,6 +313,7 @@ func (s *hedgeSlot) pick() *node {
 		pl.need = max(pl.need, pl.lastReadBound)
 	}
 	pl.tried.add(s.first.node.idx)
+	pl.tried |= pl.slow // a server slow to connect now is no hedge
 	pl.unchecked = true
 	set := pl.replicas(true)
 	if set == 0 && pl.zone != "" {

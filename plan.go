@@ -58,6 +58,10 @@ type plan struct {
 	// zone first (see plan.replicas); tried those that failed it.
 	fresh nodeSet
 	tried nodeSet
+	// slow are the replicas the last borrow passed over for a connection
+	// slow to come: not tried (a retry may use them), but no hedge goes
+	// there (hedgeSlot.pick).
+	slow nodeSet
 	// retried is what its retries spent; conflicted: replay conflicts
 	// sent it to the primary (route.go).
 	retried    retried
