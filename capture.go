@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pgreplica/pgreplica/internal/probe"
+	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -68,8 +68,9 @@ func (c *Connector) sessionsBegin(ctx context.Context, pl *plan) error {
 		return nil
 	}
 	if s := m.sharedIssued.Load(); s > m.covered.Load() {
+		start := time.Now()
 		if err := m.resolve(ctx, c, s); err != nil && ctx.Err() != nil {
-			return ctx.Err()
+			return waitEnded(ctx, "the position of the writes made without a Session", start)
 		} // else still pending: read when needed
 	}
 	return nil
@@ -83,7 +84,10 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtclass.Class) bool {
 		p.node.asyncSeen.Store(true)
 		return true
 	}
-	return t.nodes[p.node.idx].status.asyncDefault
+	if i := p.node.idx; i < len(t.nodes) && t.nodes[i].n == p.node {
+		return t.nodes[i].status.asyncDefault
+	}
+	return true // a node the topology no longer has (resolve.go): assume the worst
 }
 
 // resolve returns once ticket is covered: it joins the running capture if
@@ -146,12 +150,6 @@ func (m *clusterMarks) capturerFor(c *Connector) *Connector {
 	return c
 }
 
-// needsInsertLSN reports whether a capture covering the tickets after
-// covered must read the insert position (see asyncIssued).
-func (m *clusterMarks) needsInsertLSN() bool {
-	return m.asyncIssued.Load() > m.covered.Load()
-}
-
 // readPrimaryLSN reads the primary's flush position (the insert position
 // when a commit may have been asynchronous) on the primary's probe
 // connection (prober.go): captures never wait for a pooled connection
@@ -160,6 +158,9 @@ func (m *clusterMarks) needsInsertLSN() bool {
 // connection (before the first probe, after a failed one) does a capture
 // open a connection, for itself and for that once.
 func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
+	if c.cfg.Pgx != nil {
+		ctx = pgxtrace.Own(ctx) // the monitor's statement: see PgxHooks
+	}
 	t := c.topo.Load()
 	pv := t.primaryNode()
 	if pv == nil {
@@ -188,11 +189,6 @@ func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error)
 	defer conn.Close()
 	return queryLSN(ctx, conn, lsnSQL(async))
 }
-
-// reachableLSN maps an insert position just past a WAL page header back
-// to the page boundary, which a replica's replay reaches without waiting
-// for the next record (probe.ReachableLSN).
-func reachableLSN(l LSN) LSN { return LSN(probe.ReachableLSN(uint64(l))) }
 
 // captureDelay is how long after a write the background capture starts:
 // long enough that one statement covers the writes of many concurrent

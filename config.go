@@ -2,6 +2,7 @@ package pgreplica
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -22,7 +23,11 @@ import (
 // Host is one PostgreSQL server of the cluster. Its role (primary or
 // replica) is discovered, never configured.
 type Host struct {
-	// Addr is a host name, an IP address or a Unix socket directory.
+	// Addr is a host name, an IP address or a Unix socket directory. A
+	// name is resolved as pgx resolves it; when it has several addresses
+	// (localhost's 127.0.0.1 and ::1, a dual-stack or DNS round-robin
+	// name, a headless Service), each is a server of its own, and
+	// addresses that reach the same server count once.
 	Addr string
 	// Port defaults to 5432.
 	Port uint16
@@ -55,6 +60,14 @@ type Config struct {
 
 	// Driver selects the inner driver; default DriverPgx.
 	Driver InnerDriver
+	// LookupFunc resolves the hosts' names, as pgx's ConnConfig.LookupFunc
+	// (for either inner driver); default the system resolver. A name with
+	// several addresses gives a server per address (see Host).
+	LookupFunc LookupFunc
+	// Pgx, when set, gives every connection pgx's hooks (see PgxHooks:
+	// ConnConfig, BeforeConnect, AfterConnect, PrepareConn, AfterRelease,
+	// BeforeClose). Only with DriverPgx.
+	Pgx *PgxHooks
 
 	// MaxConnsPerHost bounds each host's physical pool; default 10.
 	MaxConnsPerHost int
@@ -127,12 +140,6 @@ type Config struct {
 	// with ErrFallbackLimit; default 5s. It never extends past the
 	// context's deadline.
 	FallbackWait time.Duration
-
-	// TokenKey, when set, makes Session tokens HMAC-SHA256 signed and
-	// requires a valid signature on every parsed token.
-	TokenKey []byte
-	// TokenTTL, when positive, gives tokens an expiry.
-	TokenTTL time.Duration
 
 	// Policy picks among eligible replicas; default PolicyRoundRobin.
 	Policy Policy
@@ -235,18 +242,6 @@ const (
 	// primary. A read that needs a position still falls back to the
 	// primary: staleness there would break read-your-writes.
 	FallbackStale
-)
-
-// Policy names a built-in Picker: how one replica is chosen among those
-// that satisfy a read.
-type Policy int
-
-// Selection policies.
-const (
-	PolicyRoundRobin Policy = iota // default
-	PolicyRandom
-	PolicyLeastLag
-	PolicyLatency // EWMA round-trip time window, then power of two choices
 )
 
 // The names the DSN gives the enumerations' values.
@@ -352,7 +347,7 @@ func settingsOf(cfg *Config) settings {
 // values it may not take (validate) ----
 
 // withDefaults returns a copy of c with every zero field set to its
-// documented default. Hosts, Params and TokenKey are copied, so later changes
+// documented default. Hosts, Params and Pgx are copied, so later changes
 // to the caller's Config do not reach the copy. Negative values are kept for
 // validate to report (a negative HealthCheckAfter disables the check).
 func (c Config) withDefaults() Config {
@@ -361,7 +356,10 @@ func (c Config) withDefaults() Config {
 		c.Hosts[i].Port = cmp.Or(c.Hosts[i].Port, defaultPort)
 	}
 	c.Params = maps.Clone(c.Params)
-	c.TokenKey = slices.Clone(c.TokenKey)
+	c.Pgx = c.Pgx.clone()
+	if c.LookupFunc == nil && c.Pgx != nil && c.Pgx.ConnConfig != nil && c.Pgx.ConnConfig.LookupFunc != nil {
+		c.LookupFunc = LookupFunc(c.Pgx.ConnConfig.LookupFunc) // the hosts' names, resolved as pgx would
+	}
 	c.Driver = cmp.Or(c.Driver, DriverPgx)
 	c.MaxConnsPerHost = cmp.Or(c.MaxConnsPerHost, defaultMaxConnsPerHost)
 	c.ConnMaxIdleTime = cmp.Or(c.ConnMaxIdleTime, defaultConnMaxIdleTime)
@@ -416,6 +414,9 @@ func (c Config) validate() error {
 	default:
 		return newDSNError(ErrUnknownOption, "inner driver %q; valid drivers: %s", string(c.Driver), dsnopt.List(driverNames))
 	}
+	if err := c.Pgx.validate(&c); err != nil {
+		return err
+	}
 	if c.MaxConnsPerHost < 0 {
 		return errBadConfigf("MaxConnsPerHost is %d; want > 0, or 0 for the default %d", c.MaxConnsPerHost, defaultMaxConnsPerHost)
 	}
@@ -437,7 +438,6 @@ func (c Config) validate() error {
 		{"ProbeTimeout", c.ProbeTimeout},
 		{"WaitBudget", c.WaitBudget},
 		{"FallbackWait", c.FallbackWait},
-		{"TokenTTL", c.TokenTTL},
 		{"MaxLag", c.MaxLag},
 		// HealthCheckAfter and HedgeDelay may be negative: that disables
 		// them.
@@ -495,3 +495,8 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+// LookupFunc resolves a host name into addresses, as pgx's
+// pgconn.LookupFunc: each answer is an IP address, or an "ip:port" that
+// names its own port.
+type LookupFunc func(ctx context.Context, host string) (addrs []string, err error)

@@ -135,10 +135,10 @@ func TestWithDefaults(t *testing.T) {
 }
 
 func TestWithDefaultsCopies(t *testing.T) {
-	in := Config{Hosts: []Host{{Addr: "h1"}}, Params: map[string]string{"a": "1"}, TokenKey: []byte("key")}
+	in := Config{Hosts: []Host{{Addr: "h1"}}, Params: map[string]string{"a": "1"}}
 	out := in.withDefaults()
-	out.Hosts[0].Addr, out.Params["a"], out.TokenKey[0] = "x", "2", 'K'
-	if in.Hosts[0].Addr != "h1" || in.Hosts[0].Port != 0 || in.Params["a"] != "1" || string(in.TokenKey) != "key" {
+	out.Hosts[0].Addr, out.Params["a"] = "x", "2"
+	if in.Hosts[0].Addr != "h1" || in.Hosts[0].Port != 0 || in.Params["a"] != "1" {
 		t.Errorf("withDefaults shares memory with its receiver: %+v", in)
 	}
 }
@@ -159,7 +159,7 @@ func TestValidate(t *testing.T) {
 		{"negative health check disables", ok(func(c *Config) { c.HealthCheckAfter = -time.Second }), nil, ""},
 		{"every field set", ok(func(c *Config) {
 			c.Driver, c.MaxConnsPerHost, c.ConnMaxIdleTime, c.ConnMaxLifetime = DriverPq, 3, time.Second, time.Minute
-			c.ConnectTimeout, c.MonitorInterval, c.WaitBudget, c.TokenTTL, c.MaxLag = 1, 1, 1, time.Hour, time.Second
+			c.ConnectTimeout, c.MonitorInterval, c.WaitBudget, c.MaxLag = 1, 1, 1, time.Second
 			c.DefaultConsistency, c.Fallback, c.Policy, c.MaxPrimaryFallbacks = ConsistencyEventual, FallbackError, PolicyRandom, 2
 			c.Params = map[string]string{"sslmode": "require", "search_path": "a,b", "myapp.x": ""}
 		}), nil, ""},
@@ -176,7 +176,6 @@ func TestValidate(t *testing.T) {
 		{"negative connect timeout", ok(func(c *Config) { c.ConnectTimeout = -1 }), ErrBadConfig, "ConnectTimeout"},
 		{"negative monitor interval", ok(func(c *Config) { c.MonitorInterval = -1 }), ErrBadConfig, "MonitorInterval"},
 		{"negative wait budget", ok(func(c *Config) { c.WaitBudget = -time.Millisecond }), ErrBadConfig, "WaitBudget"},
-		{"negative token ttl", ok(func(c *Config) { c.TokenTTL = -1 }), ErrBadConfig, "TokenTTL"},
 		{"negative max lag", ok(func(c *Config) { c.MaxLag = -1 }), ErrBadConfig, "MaxLag"},
 		{"consistency out of range", ok(func(c *Config) { c.DefaultConsistency = 3 }), ErrBadConfig, "DefaultConsistency"},
 		{"consistency negative", ok(func(c *Config) { c.DefaultConsistency = -1 }), ErrBadConfig, "DefaultConsistency"},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/pgreplica/pgreplica/internal/hedging"
 	"github.com/pgreplica/pgreplica/internal/lagtrack"
@@ -27,7 +28,7 @@ type Connector struct {
 	closed atomic.Bool
 	pq     bool // the inner driver is lib/pq (Config.Driver)
 	// flights: database/sql reads may carry their replay check in their
-	// own flight (replaycheck.go).
+	// own flight (inflight.go).
 	flights bool
 	topo    atomic.Pointer[topology]
 	// mark is this connector's handle on its cluster's process
@@ -47,11 +48,24 @@ type Connector struct {
 	metrics metrics
 
 	// fallbacks bounds concurrent reads that fell back to the primary
-	// (wait.go).
+	// (fallback.go).
 	fallbacks fallbackGate
 	cfg       Config
-	nodes     []*node
-	mon       *monitor
+	// nodes are the nodes routed over, copied on change (resolve.go):
+	// nodeList reads them. A node keeps its slot (its idx) while it
+	// is in the list; a retired one keeps it until a new node takes it.
+	nodes atomic.Pointer[[]*node]
+	// membersMu serialises changes of nodes and the monitor's
+	// subscriptions; names is what resolve.go knows of each configured
+	// host's name (its goroutine's alone once started).
+	membersMu sync.Mutex
+	names     []nameWatch
+	// probing is set once the nodes have probers (guarded by membersMu).
+	probing bool
+	// inner makes a node's inner connector (innerConnector; unit tests
+	// substitute their own).
+	inner innerFunc
+	mon   *monitor
 	// sharedProbes: the nodes take the process's probers (prober.go).
 	// Unit tests, which make their connectors with inner drivers of their
 	// own, get probers private to each node, where probe, when set,
@@ -63,6 +77,9 @@ type Connector struct {
 	// capture runs the background capture of write positions, and a
 	// capture's own connection (capture.go).
 	capture capturer
+	// now reads the primary's current position for the positions ahead
+	// of every one known (unwritten.go).
+	now primaryNow
 	// primaryLSNs samples the primary's position for time lag.
 	primaryLSNs lagtrack.Tracker
 	// classes caches the classification of long statements.
@@ -75,6 +92,9 @@ type Connector struct {
 	startMarked atomic.Bool
 
 	startOnce sync.Once
+	// startErr is why the start failed: a resolved address that the
+	// inner driver refused (expandNames).
+	startErr  error
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -96,12 +116,12 @@ func NewConnector(cfg Config) (*Connector, error) {
 }
 
 // newConnector lets unit tests substitute the inner driver.
-func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error)) (*Connector, error) {
+func newConnector(cfg Config, inner innerFunc) (*Connector, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Connector{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger}
+	c := &Connector{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger, inner: inner}
 	c.flights = flightsFor(&c.cfg)
 	c.refused.Init(1024)
 	c.conflicting.Init(1024)
@@ -113,26 +133,40 @@ func newConnector(cfg Config, inner func(*Config, Host) (driver.Connector, error
 	c.fallbacks.wait, c.fallbacks.metrics, c.fallbacks.log = cfg.FallbackWait, &c.metrics, c.log
 	c.hedges = hedger{budget: hedging.NewBudget(cfg.MaxHedgePercent), watch: newHedgeWatch(cfg.HedgeDelay)}
 	c.picker = cmp.Or(cfg.Picker, newPicker(cfg.Policy))
+	var nodes []*node
 	for i, h := range cfg.Hosts {
-		ic, err := inner(&c.cfg, h)
+		n, err := c.newNode(i, i, h, "")
 		if err != nil {
 			return nil, err
 		}
-		if h.Zone == c.settings.zone {
-			// The same string, so that selection's comparison of a replica's
-			// zone with the client's stops at the pointers.
-			h.Zone = c.settings.zone
-		}
-		n := &node{idx: i, host: h, name: hostName(h), inner: ic}
-		if n.pool, err = newHostPool(n, ic, &c.cfg); err != nil {
-			return nil, err
-		}
-		c.nodes = append(c.nodes, n)
+		nodes = append(nodes, n)
 	}
-	t := emptyTopology(c.nodes)
+	c.nodes.Store(&nodes)
+	c.names = make([]nameWatch, len(cfg.Hosts))
+	t := emptyTopology(nodes)
 	t.marks = &c.localMarks // no cluster known yet (marksFor)
 	c.topo.Store(t)
 	return c, nil
+}
+
+// newNode makes node idx for configured host entry h, dialled at pin
+// (one of its name's addresses, resolve.go), or as configured when pin
+// is "".
+func (c *Connector) newNode(idx, entry int, h Host, pin string) (*node, error) {
+	ic, err := c.inner(&c.cfg, h, pin)
+	if err != nil {
+		return nil, err
+	}
+	if h.Zone == c.settings.zone {
+		// The same string, so that selection's comparison of a replica's
+		// zone with the client's stops at the pointers.
+		h.Zone = c.settings.zone
+	}
+	n := &node{idx: idx, entry: entry, pin: pin, host: h, name: pinnedName(h, pin), inner: ic}
+	if n.pool, err = newHostPool(n, ic, &c.cfg); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // Driver returns the pgreplica driver, bound to c (see ConnectorOf).
@@ -167,13 +201,20 @@ func (c *Connector) start(ctx context.Context) error {
 // (or the first rounds found none, or ctx ends).
 func (c *Connector) awaitTopology(ctx context.Context) error {
 	c.startOnce.Do(func() {
+		if c.startErr = c.followNames(ctx, time.Now()); c.startErr != nil {
+			return
+		}
 		c.acquireProbers()
 		mctx, cancel := context.WithCancel(context.Background())
 		c.cancel = cancel
-		c.wg.Add(1)
+		c.wg.Add(2)
 		go func() {
 			defer c.wg.Done()
 			c.mon.run(mctx)
+		}()
+		go func() {
+			defer c.wg.Done()
+			c.watchNames(mctx)
 		}()
 		if c.cfg.HedgeDelay > 0 {
 			c.wg.Add(1)
@@ -183,6 +224,9 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 			}()
 		}
 	})
+	if c.startErr != nil {
+		return c.startErr
+	}
 	select {
 	case <-c.mon.ready:
 	case <-ctx.Done():
@@ -205,43 +249,61 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 	return nil
 }
 
-// acquireProbers gives every node its prober: the process's for its
-// address (prober.go), or one of its own (see sharedProbes).
+// acquireProbers gives every node its prober.
 func (c *Connector) acquireProbers() {
-	for _, n := range c.nodes {
-		if !c.sharedProbes {
-			n.prober = newProber(n.host.Addr, n.inner, c.cfg.ExcludeSyncStandby)
-			n.prober.key = c.proberKey(n)
-			if c.probe != nil {
-				n.prober.probeFn = func(ctx context.Context) *nodeStatus { return c.probe(ctx, n) }
-			}
-			n.prober.start()
-			continue
-		}
-		n.prober = processProbers.acquire(c.proberKey(n), func() *prober {
-			return newProber(n.host.Addr, n.inner, c.cfg.ExcludeSyncStandby)
-		})
+	c.membersMu.Lock()
+	defer c.membersMu.Unlock()
+	for _, n := range c.nodeList() {
+		c.acquireProber(n)
 	}
+	c.probing = true
+}
+
+// acquireProber gives n its prober: the process's for its address
+// (prober.go), or one of its own (see sharedProbes).
+func (c *Connector) acquireProber(n *node) {
+	if !c.sharedProbes {
+		n.prober = newProber(n.inner, c.cfg.ExcludeSyncStandby)
+		n.prober.key = c.proberKey(n)
+		if c.probe != nil {
+			n.prober.probeFn = func(ctx context.Context) *nodeStatus { return c.probe(ctx, n) }
+		}
+		n.prober.start()
+		return
+	}
+	n.prober = processProbers.acquire(c.proberKey(n), func() *prober {
+		return newProber(n.inner, c.cfg.ExcludeSyncStandby)
+	})
 }
 
 func (c *Connector) proberKey(n *node) proberKey {
-	return proberKey{driver: c.cfg.Driver, dsn: c.cfg.hostDSN(n.host), connectTimeout: c.cfg.ConnectTimeout,
-		timeout: c.cfg.ProbeTimeout, fullProbes: c.cfg.ExcludeSyncStandby}
+	return proberKey{driver: c.cfg.Driver, dsn: c.cfg.hostDSN(n.host), pin: n.pin, connectTimeout: c.cfg.ConnectTimeout,
+		timeout: c.cfg.ProbeTimeout, fullProbes: c.cfg.ExcludeSyncStandby, pgx: c.cfg.Pgx.monitorKey()}
 }
 
-// releaseProbers lets go of the probers (after the monitor stopped): the
-// last handle on one stops it and closes its connection.
+// releaseProbers lets go of the probers (after the monitor stopped).
 func (c *Connector) releaseProbers() {
-	for _, n := range c.nodes {
-		switch {
-		case n.prober == nil:
-		case n.prober.registry == nil:
-			n.prober.stop()
-		default:
-			n.prober.registry.release(n.prober)
+	for _, n := range c.nodeList() {
+		if !n.retired.Load() { // a retired node let go of its own
+			c.releaseProber(n)
 		}
 	}
 }
+
+// releaseProber lets go of n's prober: the last handle on one stops it
+// and closes its connection.
+func (c *Connector) releaseProber(n *node) {
+	switch {
+	case n.prober == nil:
+	case n.prober.registry == nil:
+		n.prober.stop()
+	default:
+		n.prober.registry.release(n.prober)
+	}
+}
+
+// nodeList returns the nodes routed over now (see Connector.nodes).
+func (c *Connector) nodeList() []*node { return *c.nodes.Load() }
 
 // applyStatus records a probe result and logs what changed.
 func (c *Connector) applyStatus(n *node, st *nodeStatus) {
@@ -328,7 +390,7 @@ func (c *Connector) Close() error {
 		c.releaseProbers()
 		c.capture.closeConn()
 		taken := 0
-		for _, n := range c.nodes {
+		for _, n := range c.nodeList() {
 			taken += n.pool.close()
 		}
 		if taken > 0 {

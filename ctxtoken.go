@@ -96,7 +96,9 @@ func WithMinLSN(ctx context.Context, lsn LSN) context.Context {
 // never lowers one; a token that requires nothing adds no requirement. See
 // WithSession for how requirements combine. The token itself is assumed
 // valid, its Expires is not looked at: parse it with ParseToken or
-// TokenCodec.Decode first.
+// TokenCodec.Decode first, and check one from outside with CheckToken. A
+// position ahead of everything the primary has written is never waited
+// for (see Token, "Positions no primary has written").
 func WithToken(ctx context.Context, t Token) context.Context {
 	return withRequirement(ctx, func(r *requirement) {
 		merged := t

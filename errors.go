@@ -12,8 +12,11 @@ import (
 
 // The driver's errors: the sentinels callers branch on, the error of a
 // read no replica could serve (NoFreshReplicaError), a host's failure
-// (HostError) and the cluster's made of them (hostsError), and the
-// wrappers that name a failed name lookup and mask a password.
+// (HostError) and the cluster's made of them (hostsError), the wrappers
+// that name a failed name lookup and mask a password, and the words of a
+// read that waited in vain (what it waited for, how long, the replica that
+// came closest, what ended the wait). docs/errors.md says what to do
+// about each.
 
 // Sentinel errors that callers branch on with errors.Is. Errors returned by
 // the driver wrap one of these with context (which host, which option, why).
@@ -36,9 +39,6 @@ var (
 	// stays reachable too (errors.As with *pgconn.PgError or *pq.Error).
 	// Trying again does not help: the configuration must change.
 	ErrAuth = errors.New("pgreplica: authentication failed")
-	// ErrAmbiguousHost reports a host name that resolves to several
-	// addresses; such a host gets no statements.
-	ErrAmbiguousHost = errors.New("pgreplica: host name resolves to several addresses")
 	// ErrNoPrimary reports that no host is out of recovery, or that the
 	// primary stopped accepting connections since it was last probed
 	// (nothing was sent): writes fail, reads still go to replicas. The
@@ -325,3 +325,10 @@ func redactErr(err error, password string) error {
 	}
 	return err
 }
+
+// Reasons a read could not be served by a replica.
+const (
+	ReasonTimeout   = "timeout"    // no replica replayed the position within the wait budget
+	ReasonNoReplica = "no_replica" // no healthy replica within the lag bounds
+	ReasonConflict  = "conflict"   // replay conflicts cancelled it on the replicas, or its statement kept conflicting lately
+)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,7 +216,7 @@ func TestReadWithNothingToServeItSaysWhy(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	cfg := Config{MonitorInterval: time.Hour, HealthCheckAfter: -1,
 		Hosts: []Host{{Addr: "db0.example", Port: 5432}, {Addr: "db1.example", Port: 5432}}}
-	c, err := newConnector(cfg, func(*Config, Host) (driver.Connector, error) {
+	c, err := newConnector(cfg, func(*Config, Host, string) (driver.Connector, error) {
 		return refusingConnector{refused}, nil
 	})
 	if err != nil {
@@ -241,5 +242,179 @@ func TestReadWithNothingToServeItSaysWhy(t *testing.T) {
 		if !strings.Contains(err.Error(), part) {
 			t.Errorf("%q does not say %q", err, part)
 		}
+	}
+}
+
+// waitPlan is a read that needs 0/7D0 and has waited its whole 150 ms
+// budget on a cluster whose replicas are at 0/3E8 and 0/5DC (h2, 1.2 s
+// behind).
+func waitPlan() *plan {
+	top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000, lag: 3 * time.Second},
+		spec{role: roleReplica, replay: 1500, lag: 1200 * time.Millisecond})
+	now := time.Now()
+	return &plan{topo: top, read: true, need: 2000, budget: 150 * time.Millisecond,
+		at: now.Add(-150 * time.Millisecond), deadline: now}
+}
+
+// TestReplicaWaitErrorSaysWhatEndedIt: a read that waited for a replica
+// in vain names the position, the wait, the replica that came closest
+// with its lag, and what ended the wait: the budget's setting, the
+// context's deadline, or the context, whose error it wraps.
+func TestReplicaWaitErrorSaysWhatEndedIt(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	soon, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	defer cancel2()
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		limit   string
+		ctxErr  error
+		fitsCtx bool // the context's deadline is the wait's
+	}{
+		{name: "the budget", ctx: context.Background(), limit: "until pgreplica_wait_budget (150ms) ran out"},
+		{name: "the context's deadline", ctx: soon, limit: "until the context's deadline", ctxErr: context.DeadlineExceeded, fitsCtx: true},
+		{name: "the context cancelled", ctx: cancelled, limit: "until its context was cancelled", ctxErr: context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := waitPlan()
+			if tc.fitsCtx {
+				pl.deadline, _ = tc.ctx.Deadline()
+			}
+			err := replicaWaitError(tc.ctx, pl, 1500)
+			msg := err.Error()
+			for _, part := range []string{"pgreplica: no replica fresh enough: waited 150ms for a replica to replay 0/7D0", tc.limit,
+				"closest h2:5432 at 0/5DC (500 bytes behind, lag 1.2s at its last probe)"} {
+				if !strings.Contains(msg, part) {
+					t.Errorf("%q does not say %q", msg, part)
+				}
+			}
+			var nf *NoFreshReplicaError
+			if !errors.As(err, &nf) || nf.Reason != ReasonTimeout || !errors.Is(err, ErrNoFreshReplica) || errors.Is(err, ErrNoReplica) {
+				t.Errorf("%v: want a *NoFreshReplicaError with ReasonTimeout, matching ErrNoFreshReplica only", err)
+			}
+			if tc.ctxErr != nil && !errors.Is(err, tc.ctxErr) {
+				t.Errorf("%v does not match %v", err, tc.ctxErr)
+			}
+			if tc.ctxErr == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+				t.Errorf("%v matches a context error: the budget ended it", err)
+			}
+		})
+	}
+}
+
+// TestNoWaitErrorsSayWhy: a wait predicted futile says so and names the
+// closest replica's pause and apply delay; a read without a position that
+// no replica may serve names each replica's reason with its setting.
+func TestNoWaitErrorsSayWhy(t *testing.T) {
+	pl := waitPlan()
+	pl.topo.nodes[2].status.paused = true
+	pl.topo.nodes[1].status.applyDelay = time.Second
+	msg := futileWaitError(context.Background(), pl).Error()
+	for _, part := range []string{"no replica is predicted to replay 0/7D0 within pgreplica_wait_budget (150ms)", "not waited for",
+		"closest h2:5432 at 0/5DC (500 bytes behind, lag 1.2s at its last probe, replay paused)"} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("%q does not say %q", msg, part)
+		}
+	}
+	lagging := &plan{topo: pl.topo, read: true, maxLag: time.Second}
+	err := noReplicaError(lagging)
+	msg = err.Error()
+	for _, part := range []string{"no healthy replica within the lag bounds: h1:5432: lag 3s > pgreplica_max_lag 1s; h2:5432: lag 1.2s > pgreplica_max_lag 1s"} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("%q does not say %q", msg, part)
+		}
+	}
+	if !errors.Is(err, ErrNoReplica) {
+		t.Errorf("%v: want ErrNoReplica", err)
+	}
+}
+
+// waitedFallback is how ErrFallbackLimit begins: the slots and the wait.
+var waitedFallback = regexp.MustCompile(`^pgreplica: too many reads falling back to the primary: waited [1-9][0-9]*ms for one of the 1 fallback slots on the primary \(pgreplica_max_primary_fallbacks\), all held, until `)
+
+// TestFallbackQueueErrorSaysWhatEndedIt: a read that queued for a
+// fallback slot in vain gets ErrFallbackLimit naming the slots, how long
+// it waited, what ended the wait and why it fell back; when its context
+// ended the wait (its deadline, or a cancel), the error matches the
+// context's too. Each is counted in FallbackRejected.
+func TestFallbackQueueErrorSaysWhatEndedIt(t *testing.T) {
+	why := &NoFreshReplicaError{Reason: ReasonTimeout, Detail: "waited 150ms for a replica to replay 0/7D0"}
+	for i, tc := range []struct {
+		name   string
+		ctx    func() (context.Context, context.CancelFunc)
+		limit  string
+		ctxErr error
+	}{
+		{name: "FallbackWait", ctx: func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
+			limit: "until pgreplica_fallback_wait (20ms) ran out"},
+		{name: "the context's deadline", ctx: func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 20*time.Millisecond)
+		}, limit: "until the context's deadline", ctxErr: context.DeadlineExceeded},
+		{name: "the context cancelled", ctx: func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			return ctx, cancel
+		}, limit: "until its context was cancelled", ctxErr: context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			c := &Connector{log: slog.New(slog.DiscardHandler)}
+			wait := 20 * time.Millisecond
+			if tc.ctxErr != nil {
+				wait = time.Hour
+			}
+			c.fallbacks = fallbackGate{slots: make(chan struct{}, 1), wait: wait, metrics: &c.metrics, log: c.log}
+			c.fallbacks.tryTake() // the one slot is held
+			_, err := c.fallBack(ctx, &plan{}, why)
+			msg := err.Error()
+			if !waitedFallback.MatchString(msg) {
+				t.Errorf("%q does not match %s", msg, waitedFallback)
+			}
+			for _, part := range []string{tc.limit, "it fell back because no replica fresh enough: waited 150ms for a replica to replay 0/7D0"} {
+				if !strings.Contains(msg, part) {
+					t.Errorf("%q does not say %q", msg, part)
+				}
+			}
+			if !errors.Is(err, ErrFallbackLimit) || errors.Is(err, ErrNoFreshReplica) {
+				t.Errorf("%v: want ErrFallbackLimit, and not ErrNoFreshReplica", err)
+			}
+			if tc.ctxErr != nil && (!errors.Is(err, tc.ctxErr) || !strings.HasSuffix(msg, ": "+tc.ctxErr.Error())) {
+				t.Errorf("%v does not end in and match %v", err, tc.ctxErr)
+			}
+			if tc.ctxErr == nil && errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%v matches context.DeadlineExceeded: FallbackWait ended it", err)
+			}
+			if got := c.metrics.fallbackRejected.Load(); got != 1 {
+				t.Errorf("FallbackRejected = %d, want 1 (case %d)", got, i)
+			}
+		})
+	}
+}
+
+// TestConnectionWaitErrorNamesTheHost: a borrow whose context ends while
+// the pool makes a connection says which host, how long, how full the pool
+// was, and wraps the context's error.
+func TestConnectionWaitErrorNamesTheHost(t *testing.T) {
+	cfg := Config{MonitorInterval: time.Hour, HealthCheckAfter: -1, MaxConnsPerHost: 3,
+		Hosts: []Host{{Addr: "db0.example", Port: 5432}}}
+	gate := make(chan struct{})
+	defer close(gate)
+	c, err := newConnector(cfg, func(*Config, Host, string) (driver.Connector, error) {
+		return gatedConnector{gate: gate}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, err = (*c.nodes.Load())[0].pool.acquire(ctx)
+	if want := regexp.MustCompile(`^pgreplica: waited [1-9][0-9]*ms for a connection to db0\.example:5432 \(0 of pgreplica_max_conns_per_host 3 in use, 1 being made\), until its context ended: context deadline exceeded$`); err == nil || !want.MatchString(err.Error()) {
+		t.Errorf("%v does not match %s", err, want)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%v does not match context.DeadlineExceeded", err)
 	}
 }

@@ -138,6 +138,55 @@ func ExampleTokenCodec() {
 	// pgreplica: bad token: expired true
 }
 
+// Rotating the key: every process signs with the new key and still reads
+// tokens of the old one, until they have all expired.
+func ExampleTokenCodec_rotation() {
+	oldKey := []byte("last month's secret, 32 bytes...")
+	newKey := []byte("this month's secret, 32 bytes...")
+	before := pgreplica.TokenCodec{Key: oldKey}
+	during := pgreplica.TokenCodec{Key: newKey, PreviousKeys: [][]byte{oldKey}, TTL: 10 * time.Minute}
+	after := pgreplica.TokenCodec{Key: newKey}
+
+	issued := before.Encode(pgreplica.Token{LSN: 0x2A})
+	tok, err := during.Decode(issued)
+	fmt.Println(tok.LSN, err)
+	_, err = after.Decode(issued)
+	fmt.Println(err)
+	tok, err = after.Decode(during.Encode(tok)) // re-signed with the new key
+	fmt.Println(tok.LSN, err)
+	// Output:
+	// 0/2A <nil>
+	// pgreplica: bad token: bad signature
+	// 0/2A <nil>
+}
+
+// A token from outside, once decoded, is checked against the cluster
+// before it is trusted: one that claims a position the primary has not
+// written, or that names only another cluster, is refused. The helpers
+// (pgreplicahttp, pgreplicagrpc, pgreplicajob) take the check as their
+// Options.Check. (Compile-only: it needs a cluster.)
+func ExampleTokenCheck() {
+	db, err := sql.Open("pgreplica", "postgres://app@db1,db2,db3/shop")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	codec := pgreplica.TokenCodec{Key: []byte("a secret of at least 32 bytes...")}
+	check := pgreplica.TokenCheck(db)
+
+	fromCookie := "..." // as a client sent it
+	ctx := context.Background()
+	tok, err := codec.Decode(fromCookie)
+	if err == nil {
+		err = check(ctx, tok)
+	}
+	if errors.Is(err, pgreplica.ErrBadToken) {
+		tok = pgreplica.Token{} // read as a client without a token would
+	}
+	ctx = pgreplica.WithToken(ctx, tok)
+	_ = ctx // db.QueryRowContext(ctx, ...)
+}
+
 func ExampleParseToken() {
 	for _, in := range []string{
 		"AQAAAAAWs3TYSAAAAAEAAAAAAAAAAA",

@@ -26,8 +26,10 @@ import (
 // watch goroutine that sends the hedges that are due.
 
 // errHedgeLost ends the connection of the attempt that lost the race: its
-// socket was closed, or its answer was not wanted.
-var errHedgeLost = errors.New("pgreplica: another attempt of this read answered first")
+// socket was closed, or its answer was not wanted. It matches
+// driver.ErrBadConn so that the pool closes it (pgx does not say it
+// is closed until it is used again).
+var errHedgeLost = errors.Join(driver.ErrBadConn, errors.New("pgreplica: another attempt of this read answered first"))
 
 // hedger is the connector's part that hedges reads: the budget that
 // bounds them and the watch that sends them (hedgeWatch). It sits in
@@ -241,6 +243,7 @@ func (s *hedgeSlot) launch() {
 	res, err := n.pool.acquire(ctx)
 	if err == nil {
 		l = c.newLease(res, true, false)
+		c.watchStatement(ctx, &l) // lib/pq's hedge, on a server that may freeze too
 		s.mu.Lock()
 		lost := s.state != hedgeRunning
 		if !lost {
@@ -410,7 +413,7 @@ func (w *hedgeWatch) run(ctx context.Context, c *Connector) {
 // sendDueHedges launches the hedge of every slot whose read is past its
 // due time, and reports whether any slot is armed.
 func (c *Connector) sendDueHedges(now int64) (armed bool) {
-	for _, n := range c.nodes {
+	for _, n := range c.nodeList() {
 		hp := n.pool
 		hp.mu.Lock()
 		for p := range hp.all {

@@ -22,7 +22,7 @@ func TestHedgedReadAnswersFromTheOtherReplica(t *testing.T) {
 		WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(1))
 	mc.mocks[2].ExpectQuery("SELECT v FROM t").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(2))
 
-	probes := mc.c.nodes[1].probes.Load()
+	probes := mc.c.nodeList()[1].probes.Load()
 	var v int
 	if err := mc.db.QueryRowContext(context.Background(), "SELECT v FROM t").Scan(&v); err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestHedgedReadAnswersFromTheOtherReplica(t *testing.T) {
 		t.Errorf("hedges %d, wins %d, denied %d; want 1, 1, 0", s.Hedges, s.HedgeWins, s.HedgesDenied)
 	}
 	// Suspect until its next probe, which the hedge asked for at once.
-	for deadline := time.Now().Add(5 * time.Second); mc.c.nodes[1].probes.Load() == probes; {
+	for deadline := time.Now().Add(5 * time.Second); mc.c.nodeList()[1].probes.Load() == probes; {
 		if time.Now().After(deadline) {
 			t.Fatal("the replica that did not answer in time was not probed")
 		}

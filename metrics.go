@@ -1,8 +1,6 @@
 package pgreplica
 
 import (
-	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -37,13 +35,6 @@ type metrics struct {
 	fallbackPeak                       atomic.Int64
 	replayChecks, flightChecks         atomic.Int64
 }
-
-// Reasons a read could not be served by a replica.
-const (
-	ReasonTimeout   = "timeout"    // no replica replayed the position within the wait budget
-	ReasonNoReplica = "no_replica" // no healthy replica within the lag bounds
-	ReasonConflict  = "conflict"   // replay conflicts cancelled it on the replicas, or its statement kept conflicting lately
-)
 
 // Stats is a snapshot of the connector's counters since it was created.
 type Stats struct {
@@ -197,156 +188,4 @@ func (w WaitStats) Quantile(q float64) time.Duration {
 	return histogram.Quantile(q, w.Count, w.Max, len(w.Buckets), func(i int) (time.Duration, int64) {
 		return w.Buckets[i].UpperBound, w.Buckets[i].Count
 	})
-}
-
-// NodeStatus is what the connector knows about one host, as of its last
-// probe. It is a copy: reading it takes no lock the router uses.
-type NodeStatus struct {
-	Addr string // host:port
-	Zone string
-	// Role is RolePrimary, RoleReplica or RoleUnknown; a host that stopped
-	// answering keeps its last known role, with Err set.
-	Role string
-	// Err is the last probe error; nil when the host answered.
-	Err      error
-	Timeline uint32
-	SystemID uint64
-	// LSN is the primary's current WAL position, or the replica's
-	// replayed position as the router knows it (cached, monotonic).
-	LSN LSN
-	// ReceiveLSN is what a replica has received (replayed or not).
-	ReceiveLSN LSN
-	// ReplayPaused reports pg_is_wal_replay_paused().
-	ReplayPaused bool
-	// Receiver is a replica's WAL receiver state ("streaming", …; "" when
-	// none runs). SyncState is its sync_state on the primary (async,
-	// sync, potential, quorum). Both read StatusNeedsMonitor when
-	// PostgreSQL hides them from the connecting role (it lacks
-	// pg_read_all_stats, which pg_monitor includes).
-	Receiver  string
-	SyncState string
-	// LagBytes is the primary's position minus the replica's replay
-	// position; LagTime how long ago the primary passed the replica's
-	// replay position (0 when caught up; grows while it stays behind).
-	LagBytes uint64
-	LagTime  time.Duration
-	// RTT is the smoothed probe round trip.
-	RTT time.Duration
-	// Reads says whether the router sends reads here, and Why not.
-	Reads bool
-	Why   string
-	// Sampled is when the probe answered.
-	Sampled time.Time
-	// Endpoint is set once this address's connections reached more than
-	// one server (a Kubernetes Service, an HAProxy or cloud reader
-	// endpoint, DNS round robin); Pooler once a pooler (PgBouncer)
-	// answered for it. Reads there are proven on the connection that runs
-	// them. The probe's fields above are of the one server it reached.
-	Endpoint, Pooler bool
-	// Servers are the servers seen behind an endpoint, each as it sees
-	// itself, with what is known of its replay (nil for one server).
-	Servers []ServerStatus
-	// ServerStartedAt is when the server the probe reached started
-	// (pg_postmaster_start_time()): it changes with a restart, also one
-	// behind a pooler that kept the probe's connection open.
-	ServerStartedAt time.Time
-}
-
-// Nodes returns the status of every host in DSN order. Before the first
-// connection (or Ping) nothing has been probed. Reads and Why come from the
-// selection filters the router uses, applied to a read without a position
-// requirement.
-func (c *Connector) Nodes() []NodeStatus {
-	t := c.topo.Load()
-	untokened := plan{topo: t, read: true, maxLag: c.cfg.MaxLag, maxLagBytes: c.cfg.MaxLagBytes}
-	out := make([]NodeStatus, len(t.nodes))
-	for i := range t.nodes {
-		v := &t.nodes[i]
-		st := &v.status
-		ns := NodeStatus{Addr: v.n.name, Zone: v.n.host.Zone, Role: st.role.String(), RTT: v.rtt}
-		if v.probed {
-			ns.Err, ns.Timeline, ns.SystemID, ns.LSN = st.err, st.timeline, st.sysid, st.lsn
-			ns.ReceiveLSN, ns.ReplayPaused, ns.Receiver, ns.Sampled = st.receive, st.paused, st.receiver, st.at
-			ns.SyncState = v.syncState
-			if st.receiverHidden {
-				ns.Receiver = StatusNeedsMonitor
-			}
-		}
-		if st.role == roleReplica {
-			ns.LSN = max(ns.LSN, LSN(v.n.replay.Load()))
-			ns.LagBytes, ns.LagTime = v.lagBytes, v.lag
-		}
-		ns.Endpoint, ns.Pooler = v.n.endpoint.Load(), v.n.pooled.Load()
-		if st.server != nil {
-			ns.ServerStartedAt = time.UnixMicro(st.server.id.started)
-		}
-		if ns.Endpoint {
-			ns.Servers = v.n.servers.snapshot()
-		}
-		r := untokened.reject(v, false)
-		ns.Reads = r == rejectNone
-		switch {
-		case i == t.primary:
-			ns.Why = "primary: writes, and reads that require it or fall back"
-		case t.writeErr != nil && st.role == rolePrimary && st.err == nil:
-			ns.Why = t.writeErr.Error()
-		case ns.Reads && st.paused:
-			ns.Why = "replay paused: serves only reads it is already fresh enough for"
-		case ns.Reads && c.cfg.ExcludeSyncStandby && v.syncState == StatusNeedsMonitor:
-			ns.Why = "may be a synchronous standby: ExcludeSyncStandby cannot tell without pg_monitor, and new connections fail"
-		default:
-			ns.Why = r.explain(v, &untokened, t)
-		}
-		out[i] = ns
-	}
-	return out
-}
-
-// explain says in words why a filter rejected v ("" for rejectNone).
-func (r rejection) explain(v *nodeView, pl *plan, t *topology) string {
-	st := &v.status
-	var pst nodeStatus
-	if p := t.primaryNode(); p != nil {
-		pst = p.status
-	}
-	switch r {
-	case rejectUnprobed:
-		return "not probed yet"
-	case rejectUnreachable:
-		if errors.Is(st.err, ErrInsufficientPrivilege) {
-			return "answers, but the role lacks privileges: " + st.err.Error()
-		}
-		return "unreachable: " + st.err.Error()
-	case rejectSuperseded:
-		return fmt.Sprintf("out of recovery on timeline %d beside the primary on timeline %d: superseded, gets no writes", st.timeline, pst.timeline)
-	case rejectNotReplica:
-		return "not a replica"
-	case rejectOtherCluster:
-		return fmt.Sprintf("system identifier %d differs from the primary's %d", st.sysid, pst.sysid)
-	case rejectOldTimeline:
-		if st.receiverHidden {
-			return fmt.Sprintf("on timeline %d as of its last restartpoint, behind the primary's timeline %d: "+
-				"its WAL receiver's timeline needs pg_monitor, so it gets reads once a restartpoint shows it follows", st.timeline, pst.timeline)
-		}
-		return fmt.Sprintf("on timeline %d, behind the primary's timeline %d: not following it yet", st.timeline, pst.timeline)
-	case rejectSyncStandby:
-		return "synchronous standby (excluded by configuration)"
-	case rejectSuspect:
-		return "suspect: a query failed on it; waiting for the next probe"
-	case rejectTried:
-		return "failed this read"
-	case rejectLagBytes:
-		return fmt.Sprintf("lag %d bytes > pgreplica_max_lag_bytes %d", v.lagBytes, pl.maxLagBytes)
-	case rejectLagTime:
-		return fmt.Sprintf("lag %v > pgreplica_max_lag %v", v.lag.Round(time.Millisecond), pl.maxLag)
-	case rejectStale:
-		return fmt.Sprintf("lag %v > the read's staleness bound %v", v.lag.Round(time.Millisecond), pl.maxLag)
-	case rejectBehind:
-		return fmt.Sprintf("has not replayed %s yet", pl.need)
-	case rejectPooledTx:
-		return "behind a pooler: a transaction that needs a position cannot be proven there"
-	case rejectUnchecked:
-		return "an endpoint or a pooler: a read that cannot check its connection may reach a server not known to have the position"
-	}
-	return ""
 }

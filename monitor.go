@@ -21,6 +21,10 @@ type monitor struct {
 	mu      sync.Mutex    // serialises rebuilds
 	changed chan struct{} // closed and replaced after every rebuild
 
+	// subscribed is set while run has the nodes subscribed, stopped once
+	// it unsubscribed them (both guarded by the connector's membersMu).
+	subscribed, stopped bool
+
 	// lent is the pools' count of connections lent when the monitor last
 	// looked (idleFor), busyAt when it last saw one lent (unix ns).
 	lent, busyAt atomic.Int64
@@ -43,13 +47,23 @@ func newMonitor(c *Connector) *monitor {
 // the connector.
 func (m *monitor) run(ctx context.Context) {
 	m.started = time.Now()
-	for _, n := range m.c.nodes {
-		n.prober.subscribe(n, m)
+	m.c.membersMu.Lock()
+	for _, n := range m.c.nodeList() {
+		if !n.retired.Load() {
+			n.prober.subscribe(n, m)
+		}
 	}
+	m.subscribed = true // resolve.go subscribes the nodes it adds
+	m.c.membersMu.Unlock()
 	<-ctx.Done()
-	for _, n := range m.c.nodes {
-		n.prober.unsubscribe(n)
+	m.c.membersMu.Lock()
+	m.subscribed, m.stopped = false, true
+	for _, n := range m.c.nodeList() {
+		if !n.retired.Load() {
+			n.prober.unsubscribe(n)
+		}
 	}
+	m.c.membersMu.Unlock()
 }
 
 // apply takes a probe's answer for n (the prober hands it to each of its
@@ -81,7 +95,7 @@ func (m *monitor) apply(n *node, shared *nodeStatus) {
 func (m *monitor) idleFor() time.Duration {
 	var lent int64
 	inUse := false
-	for _, n := range m.c.nodes {
+	for _, n := range m.c.nodeList() {
 		if n.pool == nil {
 			continue
 		}
@@ -104,7 +118,7 @@ func (m *monitor) rebuild() {
 	// Counted before the build: a probe counts only after its status is
 	// stored, so when all have counted, the build sees every status.
 	all := m.allProbed()
-	t := buildTopology(m.c.nodes, &m.c.primaryLSNs, m.c.cfg.ExcludeSyncStandby)
+	t := buildTopology(m.c.nodeList(), &m.c.primaryLSNs, m.c.cfg.ExcludeSyncStandby)
 	m.c.publish(t)
 	close(m.changed)
 	m.changed = make(chan struct{})
@@ -114,8 +128,8 @@ func (m *monitor) rebuild() {
 }
 
 func (m *monitor) allProbed() bool {
-	for _, n := range m.c.nodes {
-		if n.probes.Load() == 0 {
+	for _, n := range m.c.nodeList() {
+		if n.probes.Load() == 0 && !n.retired.Load() {
 			return false
 		}
 	}
@@ -132,7 +146,7 @@ func (m *monitor) changedCh() <-chan struct{} {
 // pokeAll asks every node for an early probe (a write failed: maybe a
 // failover).
 func (m *monitor) pokeAll() {
-	for _, n := range m.c.nodes {
+	for _, n := range m.c.nodeList() {
 		n.poke()
 	}
 }
@@ -141,8 +155,9 @@ func (m *monitor) pokeAll() {
 // after the call, so the caller sees a view taken after it. (A probe under
 // way when it is called may carry an older answer: it does not count.)
 func (m *monitor) refresh(ctx context.Context) error {
-	before := make([]uint64, len(m.c.nodes))
-	for i, n := range m.c.nodes {
+	nodes := m.c.nodeList()
+	before := make([]uint64, len(nodes))
+	for i, n := range nodes {
 		before[i] = n.prober.started.Load()
 	}
 	m.pokeAll()
@@ -151,8 +166,8 @@ func (m *monitor) refresh(ctx context.Context) error {
 		ch := m.changed
 		m.mu.Unlock()
 		done := true
-		for i, n := range m.c.nodes {
-			if n.applied.Load() <= before[i] {
+		for i, n := range nodes {
+			if n.applied.Load() <= before[i] && !n.retired.Load() {
 				done = false
 			}
 		}

@@ -121,9 +121,17 @@ type node struct {
 	// servers are the servers behind the address.
 	servers servers
 
-	host  Host
-	name  string // host:port, for messages (never carries credentials)
-	inner driver.Connector
+	host Host
+	// entry is host's index in Config.Hosts; pin is the address of
+	// host's name that this node dials, "" when it dials host as
+	// configured (resolve.go).
+	entry int
+	pin   string
+	// retired is set once the name stopped giving pin (resolve.go): the
+	// node gets no statements, and its connections close when idle.
+	retired atomic.Bool
+	name    string // host:port (and pin), for messages (never carries credentials)
+	inner   driver.Connector
 
 	// status is the last probe's answer, written by the node's monitor
 	// loop and read when the topology is rebuilt (never on the hot path,

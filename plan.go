@@ -2,9 +2,11 @@ package pgreplica
 
 import (
 	"context"
+	"database/sql/driver"
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/monoclock"
+	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -249,3 +251,110 @@ func (pl *plan) unproven() bool {
 // process watermark): the reads whose fallback ratio warns of
 // degradation first.
 func (pl *plan) tokened() bool { return pl.kind == readPosition && pl.need > 0 }
+
+// retried is what a statement's retries have spent (plan.retried).
+type retried uint8
+
+const (
+	// retriedReplica: the read went to another replica after a replay
+	// conflict or a lost connection.
+	retriedReplica retried = 1 << iota
+	// retriedPrimary: the read went to the primary again after its
+	// connection died with the server.
+	retriedPrimary
+)
+
+// laterPos is a write's position read on the primary beside the flight
+// of a read that needs it (readAfterWrite).
+type laterPos struct {
+	done chan struct{}
+	err  error
+	m    *clusterMarks
+}
+
+// Wait returns the position once read (pgxroute.Later): the marks, which
+// then cover the write.
+func (lp *laterPos) Wait() (uint64, bool) {
+	<-lp.done
+	return lp.m.all.Load(), lp.err == nil
+}
+
+// reject runs the per-read filters on one node and returns the first
+// rejection. position decides whether the replay filter applies (it does
+// not while a read waits for a replica to catch up).
+func (pl *plan) reject(v *nodeView, position bool) rejection {
+	switch {
+	case v.excluded != rejectNone:
+		return v.excluded
+	case v.n.suspect.Load():
+		return rejectSuspect
+	case pl.tried.has(v.n.idx):
+		return rejectTried
+	case pl.maxLagBytes > 0 && v.lagBytes > pl.maxLagBytes:
+		return rejectLagBytes
+	case pl.maxLag > 0 && v.lag > pl.maxLag:
+		if pl.kind == readStaleness {
+			return rejectStale
+		}
+		return rejectLagTime
+	case position && LSN(v.n.replay.Load()) < pl.need:
+		return rejectBehind
+	case pl.tx && pl.need > 0 && v.n.pooled.Load():
+		return rejectPooledTx
+	case pl.unchecked && pl.need > 0 && v.n.perConnection():
+		// Known for the servers seen there: a connection may reach
+		// another.
+		return rejectUnchecked
+	}
+	return rejectNone
+}
+
+// replicas returns the nodes that pass every filter (the replay filter
+// when position is set), the client's zone preferred: when a replica in
+// zone qualifies, only those in zone are returned, and the others are not
+// looked at (their counters are cache misses).
+func (pl *plan) replicas(position bool) nodeSet {
+	if pl.zone != "" {
+		if local := pl.pass(position, true); local != 0 {
+			return local
+		}
+	}
+	return pl.pass(position, false)
+}
+
+// pass returns the eligible nodes that pass every filter, only those in
+// the plan's zone when inZone is set.
+func (pl *plan) pass(position, inZone bool) nodeSet {
+	var ok nodeSet
+	for set := pl.topo.eligible; set != 0; set &= set - 1 {
+		i := set.nth(0)
+		v := &pl.topo.nodes[i]
+		if inZone && v.zone != pl.zone || pl.reject(v, position) != rejectNone {
+			continue
+		}
+		ok.add(i)
+	}
+	return ok
+}
+
+// statement is what route runs on a leased connection, its args
+// converted for that connection's driver first: the caller's op, or,
+// without one, the query itself (runQuery), which route may hedge; its
+// rows are left in rows. (op is route's own parameter, not a field: what
+// a hedge keeps of the statement escapes to the heap, op must not, or
+// every statement would allocate its closure and what that captures.)
+type statement struct {
+	query string // the client's query; for a read a replica refused
+	args  []driver.NamedValue
+	cls   stmtclass.Class
+	rows  driver.Rows
+	// hedge is the pgx handle's operation when it may be hedged (route's
+	// op then runs it unhedged).
+	hedge pgxroute.HedgeOp
+	// guard is the pgx handle's operation when it may carry its replay
+	// check in its own flight; inFlight says the query itself may
+	// (inflight.go). A read whose replica is not known fresh then runs
+	// so, once its position is known (acquire).
+	guard    pgxroute.GuardedOp
+	inFlight bool
+}

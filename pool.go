@@ -9,9 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/puddle/v2"
 
 	"github.com/pgreplica/pgreplica/internal/monoclock"
+	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
@@ -32,6 +34,9 @@ type hostPool struct {
 	// (node.learnServer; nil in unit tests of routing, whose mock
 	// connections answer only what a test expects).
 	identify func(context.Context, *physical) error
+	// hooks are pgx's pool hooks (PrepareConn, AfterRelease,
+	// BeforeClose: pgxhooks.go), nil without Config.Pgx.
+	hooks *PgxHooks
 
 	// all holds every live physical connection (added when connected,
 	// removed when destroyed: never on a statement's path), so that Close
@@ -68,6 +73,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 		password:         cfg.Password,
 		all:              make(map[*physical]struct{}),
 		identify:         n.learnServer,
+		hooks:            cfg.Pgx,
 	}
 	timeout := cfg.ConnectTimeout
 	p, err := puddle.NewPool(&puddle.Config[*physical]{
@@ -83,7 +89,7 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 			}
 			p := &physical{conn: c, node: n, socks: socks, wire: newWire(c)}
 			if hp.identify != nil {
-				if err := hp.identify(ctx, p); err != nil {
+				if err := hp.identify(pgxtrace.Own(ctx), p); err != nil { // pgreplica's, not traced
 					c.Close()
 					return nil, err
 				}
@@ -107,43 +113,54 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 }
 
 // acquire returns a healthy physical connection, replacing stale ones.
-// It does not look at the socket of an idle connection (see
-// acquireForWrite): a read that finds its connection dead is sent again
-// elsewhere, so reads skip that system call.
+// It first looks at an idle connection's socket (one system call, never
+// a round trip): a statement is not sent on a connection the server
+// already ended. For a write that would make its outcome unknown; for a
+// read it would cost its one retry, and when the server ended every
+// session at once (an administrator, a password rotation, a restart) the
+// other replica's connections are just as dead, so the read would fail.
 func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], error) {
-	return hp.acquireChecked(ctx, false)
-}
-
-// acquireForWrite is acquire for a connection that may carry a write: it
-// first looks at an idle connection's socket (one system call), so that a
-// write is not sent on a connection the server already ended — which
-// would make its outcome unknown.
-func (hp *hostPool) acquireForWrite(ctx context.Context) (*puddle.Resource[*physical], error) {
-	return hp.acquireChecked(ctx, true)
-}
-
-func (hp *hostPool) acquireChecked(ctx context.Context, checkSocket bool) (*puddle.Resource[*physical], error) {
+	start := monoclock.Now()
 	hp.awaitMonitor(ctx)
-	for {
+	for rejects := 0; ; {
 		res, err := hp.pool.Acquire(ctx)
 		if err != nil {
 			if errors.Is(err, puddle.ErrClosedPool) {
 				return nil, ErrClosed
 			}
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, hp.waitEnded(ctx, start)
 			}
 			hp.node.markSuspect()
 			err = nameResolveFailure(hp.node.host.Addr, redactErr(err, hp.password))
 			return nil, fmt.Errorf("pgreplica: connect to %w", newHostError(hp.node.name, err))
 		}
 		hp.uncount(res.Value())
-		if !hp.usable(ctx, res, checkSocket, hp.pingTimeout) {
+		if !hp.usable(ctx, res, hp.pingTimeout) {
 			res.Destroy()
 			continue
 		}
-		return hp.claim(res)
+		if res, err = hp.claim(res); err != nil {
+			return nil, err
+		}
+		if retry, err := hp.prepareConn(ctx, res); err != nil {
+			return nil, err
+		} else if retry {
+			if rejects++; rejects > int(hp.pool.Stat().MaxResources()) {
+				return nil, errPrepareConnRejects
+			}
+			continue
+		}
+		return res, nil
 	}
+}
+
+// waitEnded is the error of a borrow that ctx ended (since start): the
+// host, and how full its pool was.
+func (hp *hostPool) waitEnded(ctx context.Context, start monoclock.Time) error {
+	s := hp.pool.Stat()
+	return fmt.Errorf("pgreplica: waited %v for a connection to %s (%d of pgreplica_max_conns_per_host %d in use, %d being made), until its context ended: %w",
+		roundWait(monoclock.Now().Sub(start)), hp.node.name, s.AcquiredResources(), s.MaxResources(), s.ConstructingResources(), ctx.Err())
 }
 
 // tryAcquire returns an idle healthy connection if there is one at once.
@@ -156,12 +173,19 @@ func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*p
 			return nil, false // taken meanwhile (puddle now dials one)
 		}
 		hp.uncount(res.Value())
-		if !hp.usable(ctx, res, false, pingLimit) {
+		if !hp.usable(ctx, res, pingLimit) {
 			res.Destroy()
 			continue
 		}
-		res, err = hp.claim(res)
-		return res, err == nil
+		if res, err = hp.claim(res); err != nil {
+			return nil, false
+		}
+		if retry, err := hp.prepareConn(ctx, res); err != nil {
+			return nil, false // acquire asks PrepareConn again, and fails
+		} else if retry {
+			continue
+		}
+		return res, true
 	}
 	return nil, false
 }
@@ -198,7 +222,7 @@ func (hp *hostPool) lendIdle() *puddle.Resource[*physical] {
 
 // giveBack returns a connection lendIdle lent; err as for release.
 func (hp *hostPool) giveBack(res *puddle.Resource[*physical], err error) {
-	hp.release(res, err)
+	hp.releaseAs(res, err, false)
 	if back := hp.monitorBack.Swap(nil); back != nil {
 		close(*back)
 	}
@@ -260,7 +284,7 @@ func (hp *hostPool) claim(res *puddle.Resource[*physical]) (*puddle.Resource[*ph
 	return res, nil
 }
 
-func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], checkSocket bool, pingLimit time.Duration) bool {
+func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], pingLimit time.Duration) bool {
 	now := monoclock.Now()
 	if hp.maxLifetime > 0 && now.Sub(res.Value().created) > hp.maxLifetime {
 		return false
@@ -269,10 +293,10 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 	if v := res.Value().valid; v != nil && !v.IsValid() {
 		return false
 	}
-	if p := res.Value(); checkSocket && !p.wire.live(p) {
+	if p := res.Value(); !p.wire.live(p) {
 		// The server ended this connection while it sat idle (a restart,
 		// a failover, an administrator): a statement sent on it would fail
-		// after it was sent, which for a write means an unknown outcome.
+		// after it was sent (see acquire).
 		// The monitor may not know yet. A server back from a restart may
 		// have replayed less than it had: forget what was known of its
 		// replay, so that no read trusts it before it is read again.
@@ -308,12 +332,18 @@ func ping(ctx context.Context, p *physical, pinger driver.Pinger, limit time.Dur
 // release gives a connection back. A connection that failed in a way that
 // leaves it unusable, or that carries session state, is closed.
 func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
+	hp.releaseAs(res, err, true)
+}
+
+// releaseAs is release; a statement's give-back (byStatement) runs
+// AfterRelease, the monitor's does not.
+func (hp *hostPool) releaseAs(res *puddle.Resource[*physical], err error, byStatement bool) {
 	p := res.Value()
 	p.returned = monoclock.Now()
 	if !p.owner.CompareAndSwap(ownerBorrower, ownerPool) {
 		// Close took it from us (see close): its sockets are closed and
 		// the pool has forgotten it; only the driver conn is left to free.
-		p.closeConn()
+		hp.closePhysical(p)
 		return
 	}
 	switch {
@@ -325,11 +355,13 @@ func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 		res.Destroy()
 		hp.pool.Reset()
 		return
-	case errors.Is(err, driver.ErrBadConn) || sqlstate.ConnLost(err):
+	case errors.Is(err, driver.ErrBadConn) || sqlstate.ConnLost(err) || errors.Is(err, context.Canceled):
+		// A statement its context cancelled: pgx closed the connection
+		// (and says context.Canceled alone), lib/pq marked it bad.
 		res.Destroy()
 		return
 	}
-	if p.valid != nil && !p.valid.IsValid() {
+	if p.valid != nil && !p.valid.IsValid() || hp.node.retired.Load() {
 		res.Destroy()
 		return
 	}
@@ -339,6 +371,9 @@ func (hp *hostPool) release(res *puddle.Resource[*physical], err error) {
 		// connection with session state is closed instead: session state
 		// is rare, a reconnect is cheap next to leaking a search_path.
 		res.Destroy()
+		return
+	}
+	if byStatement && hp.afterRelease(res) {
 		return
 	}
 	hp.count(p)
@@ -351,7 +386,7 @@ func (hp *hostPool) reap() {
 		hp.uncount(res.Value())
 		expired := hp.maxLifetime > 0 && time.Since(res.CreationTime()) > hp.maxLifetime
 		idle := hp.maxIdle > 0 && res.IdleDuration() > hp.maxIdle
-		if expired || idle {
+		if expired || idle || hp.node.retired.Load() {
 			res.Destroy()
 		} else {
 			hp.count(res.Value())
@@ -403,6 +438,77 @@ func (hp *hostPool) destroy(p *physical) {
 	delete(hp.all, p)
 	hp.mu.Unlock()
 	if p.owner.Load() == ownerOrphan && p.socks.close() {
+		return
+	}
+	hp.closePhysical(p)
+}
+
+// pgxConnOfWire returns p's pgx connection, or nil when its inner driver
+// is not pgx.
+func pgxConnOfWire(p *physical) *pgx.Conn {
+	if w, ok := p.wire.(*pgxWire); ok {
+		return w.conn
+	}
+	return nil
+}
+
+// errPrepareConnRejects: PrepareConn rejected (false, nil) more
+// connections in a row than the pool holds, as pgxpool bounds it.
+var errPrepareConnRejects = errors.New("pgreplica: PrepareConn rejected every connection it was given")
+
+// prepareConn runs PrepareConn on a connection just claimed for a
+// statement: lend it (false, nil); retry with another, this one closed;
+// or fail the borrow with err, the connection given back or closed as
+// PrepareConn said.
+func (hp *hostPool) prepareConn(ctx context.Context, res *puddle.Resource[*physical]) (retry bool, err error) {
+	conn := pgxConnOfWire(res.Value())
+	if hp.hooks == nil || hp.hooks.PrepareConn == nil || conn == nil {
+		return false, nil
+	}
+	ok, err := hp.hooks.PrepareConn(ctx, conn)
+	switch {
+	case ok && err == nil:
+		return false, nil
+	case ok:
+		hp.releaseAs(res, nil, false)
+		return false, err
+	case err != nil:
+		hp.releaseAs(res, driver.ErrBadConn, false)
+		return false, err
+	default:
+		hp.releaseAs(res, driver.ErrBadConn, false)
+		return true, nil
+	}
+}
+
+// afterRelease runs AfterRelease, when set, on a connection a statement
+// gave back that would go back to the pool, on a goroutine of its own (as
+// pgxpool does), and reports whether it took the connection over.
+func (hp *hostPool) afterRelease(res *puddle.Resource[*physical]) bool {
+	p := res.Value()
+	conn := pgxConnOfWire(p)
+	if hp.hooks == nil || hp.hooks.AfterRelease == nil || conn == nil {
+		return false
+	}
+	go func() {
+		if !hp.hooks.AfterRelease(conn) {
+			res.Destroy()
+			return
+		}
+		hp.count(p)
+		res.Release()
+	}()
+	return true
+}
+
+// closePhysical closes a pooled connection's driver conn (once), after
+// BeforeClose.
+func (hp *hostPool) closePhysical(p *physical) {
+	if conn := pgxConnOfWire(p); conn != nil && hp.hooks != nil && hp.hooks.BeforeClose != nil {
+		p.closeOnce.Do(func() {
+			hp.hooks.BeforeClose(conn)
+			p.conn.Close()
+		})
 		return
 	}
 	p.closeConn()

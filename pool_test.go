@@ -22,7 +22,7 @@ func TestOneConnectionForOneRead(t *testing.T) {
 	if err := mc.db.QueryRowContext(WithEventual(context.Background()), "SELECT v FROM t").Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	n := mc.c.nodes[v]
+	n := mc.c.nodeList()[v]
 	if got := n.pool.pool.Stat().TotalResources(); got != 1 {
 		t.Errorf("replica %d holds %d connections after one read, want 1", v, got)
 	}
@@ -45,7 +45,7 @@ func TestStatementWaitsForTheMonitorsConnection(t *testing.T) {
 	if _, err := mc.db.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
 		t.Fatal(err)
 	}
-	hp := mc.c.nodes[0].pool
+	hp := mc.c.nodeList()[0].pool
 	lentBefore, _ := hp.statementStat()
 	res := hp.lendIdle()
 	if res == nil {

@@ -81,7 +81,7 @@ func probeWith(t *testing.T, srv *fakeServer) *nodeStatus {
 // probeNode probes n once with a prober of its own, as the monitor does,
 // and closes the probe connection.
 func probeNode(n *node) *nodeStatus {
-	p := newProber(n.host.Addr, n.inner, false)
+	p := newProber(n.inner, false)
 	st := p.probe(context.Background())
 	if p.conn != nil {
 		p.conn.Close()
@@ -164,7 +164,7 @@ func TestProbeDoesWithoutOptionalFunctions(t *testing.T) {
 func TestPrivilegeErr(t *testing.T) {
 	build := func(exclude bool, primary, replica []driver.Value, denied probe.Fn) *Connector {
 		c, err := newConnector(Config{Hosts: []Host{{Addr: "127.0.0.1", Port: 1}, {Addr: "127.0.0.1", Port: 2}}, ExcludeSyncStandby: exclude},
-			func(_ *Config, h Host) (driver.Connector, error) {
+			func(_ *Config, h Host, _ string) (driver.Connector, error) {
 				row := primary
 				if h.Port == 2 {
 					row = replica
@@ -174,10 +174,10 @@ func TestPrivilegeErr(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range c.nodes {
+		for _, n := range c.nodeList() {
 			c.applyStatus(n, probeNode(n))
 		}
-		c.publish(buildTopology(c.nodes, &c.primaryLSNs, exclude))
+		c.publish(buildTopology(c.nodeList(), &c.primaryLSNs, exclude))
 		return c
 	}
 	c := build(true, primarySeenByApp, replicaSeenByApp, 0)
@@ -224,7 +224,7 @@ func TestLightProbes(t *testing.T) {
 	primary := append([]driver.Value(nil), primarySeenByApp...)
 	primary[7] = "r1=sync"
 	srv := &fakeServer{user: "mon", row: primary}
-	p := newProber("127.0.0.1", fakeConnector{srv}, false)
+	p := newProber(fakeConnector{srv}, false)
 	defer func() {
 		if p.conn != nil {
 			p.conn.Close()

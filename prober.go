@@ -5,21 +5,20 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/puddle/v2"
 
+	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/probe"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // Probing: a prober watches one server address for the whole process,
-// with one probe loop, whatever the number of handles on the cluster; a
-// host name it connects to must resolve to one address. Probes and
+// with one probe loop, whatever the number of handles on the cluster (a
+// name with several addresses has a prober per address, resolve.go). Probes and
 // captures of write positions run on an idle connection of the handles'
 // pools when one is, else on the prober's own connection (see onPooled).
 // Every *sql.DB and pgreplicapgx.Pool opened on the same connection
@@ -41,8 +40,11 @@ var processProbers = proberRegistry{probers: map[proberKey]*prober{}}
 type proberKey struct {
 	driver                  InnerDriver
 	dsn                     string
+	pin                     string // the address it dials (node.pin)
 	connectTimeout, timeout time.Duration
 	fullProbes              bool
+	// pgx is what else the connections are made from (PgxHooks.monitorKey).
+	pgx any
 }
 
 type proberRegistry struct {
@@ -87,7 +89,6 @@ type prober struct {
 	registry *proberRegistry // nil: private to one node (unit tests)
 	refs     int             // guarded by registry.mu
 
-	addr  string // the configured host, checked to resolve to one address
 	inner driver.Connector
 	// probeFn runs one probe: p.probe, or a unit test's stand-in.
 	probeFn func(context.Context) *nodeStatus
@@ -148,14 +149,14 @@ type subscriber struct {
 	m *monitor
 }
 
-func newProber(addr string, inner driver.Connector, fullProbes bool) *prober {
-	p := &prober{addr: addr, inner: inner, fullProbes: fullProbes, wakeCh: make(chan struct{}, 1), lock: newConnLock()}
+func newProber(inner driver.Connector, fullProbes bool) *prober {
+	p := &prober{inner: inner, fullProbes: fullProbes, wakeCh: make(chan struct{}, 1), lock: newConnLock()}
 	p.probeFn = p.probe
 	return p
 }
 
 func (p *prober) start() {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(pgxtrace.Own(context.Background())) // no AfterConnect, no tracing
 	p.cancel, p.done = cancel, make(chan struct{})
 	go func() {
 		defer close(p.done)
@@ -521,9 +522,6 @@ func (p *prober) probeConn(ctx context.Context) (*nodeStatus, error) {
 		return nil, err
 	}
 	if fresh {
-		if err := checkSingleAddress(ctx, p.addr, net.DefaultResolver.LookupHost); err != nil {
-			return nil, err
-		}
 		p.socks.reset()
 		c, err := p.inner.Connect(context.WithValue(ctx, socketsKey{}, &p.socks))
 		if err != nil {
@@ -721,27 +719,4 @@ func (p *prober) queryLSN(ctx context.Context, query string, timeout time.Durati
 	}
 	p.poke()
 	return 0, time.Time{}, err
-}
-
-// checkSingleAddress names a host name that does not resolve as such
-// ("cannot resolve host …", wrapping the *net.DNSError: a typo in the DSN
-// must not read like a host that is down), and refuses one that resolves
-// to several addresses: the probe and each pooled connection could reach
-// different servers behind one name, and a role learnt from one would
-// route statements to another. Such a host is excluded (its status
-// carries this error) until its name resolves to one address. IP
-// addresses and Unix socket directories are not looked up.
-func checkSingleAddress(ctx context.Context, addr string, lookup func(context.Context, string) ([]string, error)) error {
-	if strings.HasPrefix(addr, "/") || net.ParseIP(addr) != nil {
-		return nil
-	}
-	addrs, err := lookup(ctx, addr)
-	if err != nil {
-		return &resolveError{host: addr, err: err}
-	}
-	if len(addrs) > 1 {
-		return fmt.Errorf("%w: host %s resolves to %d addresses (%s); list each server as its own host",
-			ErrAmbiguousHost, addr, len(addrs), strings.Join(addrs, ", "))
-	}
-	return nil
 }

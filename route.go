@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/monoclock"
-	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -36,28 +35,6 @@ func (c *Connector) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) 
 		return c.sessionsBegin(ctx, pl)
 	}
 	return nil
-}
-
-// statement is what route runs on a leased connection, its args
-// converted for that connection's driver first: the caller's op, or,
-// without one, the query itself (runQuery), which route may hedge; its
-// rows are left in rows. (op is route's own parameter, not a field: what
-// a hedge keeps of the statement escapes to the heap, op must not, or
-// every statement would allocate its closure and what that captures.)
-type statement struct {
-	query string // the client's query; for a read a replica refused
-	args  []driver.NamedValue
-	cls   stmtclass.Class
-	rows  driver.Rows
-	// hedge is the pgx handle's operation when it may be hedged (route's
-	// op then runs it unhedged).
-	hedge pgxroute.HedgeOp
-	// guard is the pgx handle's operation when it may carry its replay
-	// check in its own flight; inFlight says the query itself may
-	// (replaycheck.go). A read whose replica is not known fresh then runs
-	// so, once its position is known (acquire).
-	guard    pgxroute.GuardedOp
-	inFlight bool
 }
 
 // route runs st on a connection the plan allows and returns the lease it
@@ -189,18 +166,6 @@ func (c *Connector) writeFailed(p *physical, err error) error {
 }
 
 // ---- The one retry policy of both front doors ----
-
-// retried is what a statement's retries have spent (plan.retried).
-type retried uint8
-
-const (
-	// retriedReplica: the read went to another replica after a replay
-	// conflict or a lost connection.
-	retriedReplica retried = 1 << iota
-	// retriedPrimary: the read went to the primary again after its
-	// connection died with the server.
-	retriedPrimary
-)
 
 // retry reports whether the read that failed on l with err is sent again,
 // having changed pl to say where:

@@ -1,7 +1,6 @@
 package pgreplica
 
 import (
-	"math/bits"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -17,104 +16,6 @@ import (
 // (topology.exclusion); the others run per read (plan.reject). Each names
 // its rejection, so Nodes() and `pgreplica status` explain a host with the
 // same code that routes. Nothing here locks or allocates.
-
-// rejection is why a filter kept a node from a read; rejectNone passes.
-type rejection uint8
-
-const (
-	rejectNone         rejection = iota
-	rejectUnprobed               // not probed yet
-	rejectUnreachable            // the last probe failed
-	rejectSuperseded             // out of recovery beside the primary on a higher timeline
-	rejectNotReplica             // the primary, or a host without a role
-	rejectOtherCluster           // another system identifier
-	rejectOldTimeline            // has not followed the primary's timeline
-	rejectSyncStandby            // a synchronous standby, excluded by configuration
-	rejectSuspect                // a statement failed on it since the last probe
-	rejectTried                  // this read already failed there
-	rejectLagBytes               // Config.MaxLagBytes
-	rejectLagTime                // Config.MaxLag
-	rejectStale                  // the context's WithMaxStaleness
-	rejectBehind                 // not known to have replayed the needed position
-	rejectPooledTx               // a transaction that needs a position, behind a pooler (replaycheck.go)
-	rejectUnchecked              // a read that cannot check its connection (a hedge), on an endpoint or behind a pooler
-)
-
-// nodeSet is a set of node indexes (Config allows at most maxHosts hosts).
-type nodeSet uint64
-
-const maxHosts = 64
-
-func (s nodeSet) has(i int) bool            { return s&(1<<uint(i)) != 0 }
-func (s *nodeSet) add(i int)                { *s |= 1 << uint(i) }
-func (s nodeSet) len() int                  { return bits.OnesCount64(uint64(s)) }
-func (s nodeSet) without(o nodeSet) nodeSet { return s &^ o }
-
-// nth returns the index of the k-th member (k < s.len()).
-func (s nodeSet) nth(k int) int {
-	for ; k > 0; k-- {
-		s &= s - 1 // drop the lowest member
-	}
-	return bits.TrailingZeros64(uint64(s))
-}
-
-// reject runs the per-read filters on one node and returns the first
-// rejection. position decides whether the replay filter applies (it does
-// not while a read waits for a replica to catch up).
-func (pl *plan) reject(v *nodeView, position bool) rejection {
-	switch {
-	case v.excluded != rejectNone:
-		return v.excluded
-	case v.n.suspect.Load():
-		return rejectSuspect
-	case pl.tried.has(v.n.idx):
-		return rejectTried
-	case pl.maxLagBytes > 0 && v.lagBytes > pl.maxLagBytes:
-		return rejectLagBytes
-	case pl.maxLag > 0 && v.lag > pl.maxLag:
-		if pl.kind == readStaleness {
-			return rejectStale
-		}
-		return rejectLagTime
-	case position && LSN(v.n.replay.Load()) < pl.need:
-		return rejectBehind
-	case pl.tx && pl.need > 0 && v.n.pooled.Load():
-		return rejectPooledTx
-	case pl.unchecked && pl.need > 0 && v.n.perConnection():
-		// Known for the servers seen there: a connection may reach
-		// another.
-		return rejectUnchecked
-	}
-	return rejectNone
-}
-
-// replicas returns the nodes that pass every filter (the replay filter
-// when position is set), the client's zone preferred: when a replica in
-// zone qualifies, only those in zone are returned, and the others are not
-// looked at (their counters are cache misses).
-func (pl *plan) replicas(position bool) nodeSet {
-	if pl.zone != "" {
-		if local := pl.pass(position, true); local != 0 {
-			return local
-		}
-	}
-	return pl.pass(position, false)
-}
-
-// pass returns the eligible nodes that pass every filter, only those in
-// the plan's zone when inZone is set.
-func (pl *plan) pass(position, inZone bool) nodeSet {
-	var ok nodeSet
-	for set := pl.topo.eligible; set != 0; set &= set - 1 {
-		i := set.nth(0)
-		v := &pl.topo.nodes[i]
-		if inZone && v.zone != pl.zone || pl.reject(v, position) != rejectNone {
-			continue
-		}
-		ok.add(i)
-	}
-	return ok
-}
 
 // Candidate is a replica that satisfies a read, as a Picker sees it.
 type Candidate struct {
@@ -240,3 +141,15 @@ func pickLatency(c Candidates) int {
 	}
 	return a
 }
+
+// Policy names a built-in Picker: how one replica is chosen among those
+// that satisfy a read.
+type Policy int
+
+// Selection policies.
+const (
+	PolicyRoundRobin Policy = iota // default
+	PolicyRandom
+	PolicyLeastLag
+	PolicyLatency // EWMA round-trip time window, then power of two choices
+)

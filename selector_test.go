@@ -96,6 +96,8 @@ func TestSelectionFilters(t *testing.T) {
 			why: map[int]rejection{1: rejectOtherCluster}},
 		{name: "old timeline", nodes: []spec{with(primary, func(s *spec) { s.timeline = 2 }), replica, with(replica, func(s *spec) { s.timeline = 2 })}, want: []int{2},
 			why: map[int]rejection{1: rejectOldTimeline}},
+		{name: "newer timeline than the primary's", nodes: []spec{primary, with(replica, func(s *spec) { s.timeline = 2 }), replica}, want: []int{2},
+			why: map[int]rejection{1: rejectNewTimeline}},
 		{name: "superseded primary", nodes: []spec{with(primary, func(s *spec) { s.timeline = 2 }), primary, with(replica, func(s *spec) { s.timeline = 2 })}, want: []int{2},
 			why: map[int]rejection{1: rejectSuperseded}},
 		{name: "sync standby excluded", excludeSync: true, nodes: []spec{primary, with(replica, func(s *spec) { s.sync = "sync" }), with(replica, func(s *spec) { s.sync = "async" })}, want: []int{2},

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
@@ -280,30 +281,12 @@ func (p *physical) servedBy() *server {
 }
 
 // affine reports whether p may serve a session's read without a bound on
-// the session's last read (plan.prefer): p reaches the server that read
-// ran on, in the same incarnation, and is older than that read. Replay
+// the session's last read (plan.prefer), which ran on srv at since: p
+// reaches that server, in the same incarnation, and is older than the read. Replay
 // only moves forward there, so the read cannot see less. Never behind a
 // pooler, whose connection reaches whichever backend it is given.
-func (p *physical) affine(pl *plan) bool {
+func (p *physical) affine(srv *server, since monoclock.Time) bool {
 	// At or before: the last read's own connection was made no later
 	// than that read started, and two clock readings may be equal.
-	return !p.node.pooled.Load() && p.srv == pl.preferServer && p.created <= pl.preferSince
-}
-
-// provenOn reports whether connection p reaches a server known to have
-// replayed need, reading its position on p when what is known of its
-// server does not say (one round trip): for a node whose reads are proven
-// per connection (an endpoint, a pooler), after selection chose it by
-// what all its servers are known to have.
-func (c *Connector) provenOn(ctx context.Context, p *physical, need LSN) (ok, inTx bool, err error) {
-	if p.knownReplay() >= need {
-		return true, false, nil
-	}
-	c.metrics.replayChecks.Add(1)
-	replay, inTx, err := checkReplay(ctx, p)
-	if err != nil {
-		return false, inTx, err
-	}
-	p.node.observeOn(p.srv, replay)
-	return replay >= need, inTx, nil
+	return !p.node.pooled.Load() && p.srv == srv && p.created <= since
 }

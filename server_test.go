@@ -85,12 +85,12 @@ func TestAffinityNeedsTheSameServer(t *testing.T) {
 		{"same server, newer", &physical{node: n, srv: s1, created: 60}, false},
 		{"other server behind the endpoint", &physical{node: n, srv: s2, created: 10}, false},
 	} {
-		if got := c.p.affine(pl); got != c.want {
+		if got := c.p.affine(pl.preferServer, pl.preferSince); got != c.want {
 			t.Errorf("%s: affine %v, want %v", c.name, got, c.want)
 		}
 	}
 	n.setPooled()
-	if (&physical{node: n, srv: s1, created: 10}).affine(pl) {
+	if (&physical{node: n, srv: s1, created: 10}).affine(pl.preferServer, pl.preferSince) {
 		t.Error("affinity behind a pooler")
 	}
 }

@@ -43,11 +43,11 @@ import (
 //
 //   - a write, or a merged token, on a cluster it cannot track marks the
 //     session overflowed. From then on a read on any cluster the session
-//     does not track must see the highest LSN, which no replica reaches:
-//     it runs on the primary (after the wait budget), or fails with
-//     ErrNoFreshReplica under FallbackError. Tracked clusters keep their
-//     exact watermarks, so only the clusters past the bound pay, and the
-//     token carries the overflow to the next process;
+//     does not track must see the highest LSN, which no primary has
+//     written: it needs the primary's position at the read, read then
+//     (see Token, "Positions no primary has written"). Tracked clusters
+//     keep their exact watermarks, so only the clusters past the bound
+//     pay, and the token carries the overflow to the next process;
 //   - the position of a replica read on a cluster it cannot track is
 //     dropped. It serves only monotonic reads, and overflowing for it would
 //     send every read of a request that fans out over many shards to their

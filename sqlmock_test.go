@@ -75,7 +75,7 @@ func newMockCluster(t *testing.T, replicas int, tweak func(*Config)) *mockCluste
 		tweak(&cfg)
 	}
 	mdrv := func() driver.Driver { db, _, _ := sqlmock.New(); defer db.Close(); return db.Driver() }()
-	c, err := newConnector(cfg, func(_ *Config, h Host) (driver.Connector, error) {
+	c, err := newConnector(cfg, func(_ *Config, h Host, _ string) (driver.Connector, error) {
 		return mockConnector{drv: mdrv, dsn: h.Addr}, nil
 	})
 	if err != nil {
@@ -86,7 +86,7 @@ func newMockCluster(t *testing.T, replicas int, tweak func(*Config)) *mockCluste
 		defer mc.mu.Unlock()
 		return &nodeStatus{role: mc.roles[n.idx], lsn: mc.lsns[n.idx], timeline: 1, sysid: mc.sysid, at: time.Now()}
 	}
-	for _, n := range c.nodes {
+	for _, n := range c.nodeList() {
 		n.pool.identify = nil
 	}
 	mc.c = c

@@ -1,6 +1,7 @@
 package pgreplica
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -100,11 +101,27 @@ type Position struct {
 // continues the same LSN sequence, so "replayed at least LSN" keeps its
 // meaning after a promotion: a server on the new timeline that reached the
 // position holds every write of the token's session that survived the
-// failover. A position from an older timeline is therefore never rejected;
-// if its write was lost in the failover, reads wait for (or fall back to
-// the primary until) the new timeline's WAL passes that LSN, which is
-// conservative but correct. Timeline records the highest timeline the
-// producing session saw, for diagnostics.
+// failover. A position from an older timeline is therefore never rejected
+// for its timeline. Timeline records the highest timeline the producing
+// session saw, for diagnostics.
+//
+// # Positions no primary has written
+//
+// A position ahead of everything the cluster's primary has written names
+// no write: the token was forged, or its write was lost in a failover. No
+// replica can reach it, so a read never waits for it, nor falls back to
+// the primary over it: when no replica is known to have a read's position
+// and the position is ahead of every one the process knows of the
+// primary, the driver reads the primary's current position (one
+// statement, shared between concurrent reads; a write another process
+// made a moment ago is ahead too) and, when the read's position is still
+// ahead of it, lowers it to it. Every write the read must see committed
+// before the read began, so it is at or below that position: the read
+// then needs what a read of the primary's newest write needs, whatever the
+// token claimed. The same holds for Overflow and for the highest LSN a
+// session records when it cannot read a write's position. The helpers
+// that read tokens from outside also refuse such a token as ErrBadToken
+// (see CheckToken).
 type Token struct {
 	// LSN is the WAL position a read on the first cluster must see.
 	LSN LSN
@@ -123,8 +140,9 @@ type Token struct {
 	Others []Position
 	// Overflow says the token's session met more clusters than it could
 	// track (see Session): a read on a cluster the token has no position
-	// for must see the highest LSN, which no replica reaches, so it runs
-	// on the primary (or fails, with FallbackError).
+	// for must see the highest LSN, which no primary has written, so it
+	// needs the primary's position at the read (see "Positions no primary
+	// has written" above).
 	Overflow bool
 	// Expires, when not zero, is when the token stops being accepted. It is
 	// carried with one-second precision (rounded down).
@@ -132,8 +150,15 @@ type Token struct {
 }
 
 // unreachableLSN is the highest LSN: no server reaches it, so a read that
-// must see it falls back to the primary (or fails under FallbackError).
+// must see it needs the primary's position at the read (lowerUnwritten).
 const unreachableLSN = ^LSN(0)
+
+// unprovableLSN is what a read needs when the position it must see could
+// not be read (no primary answered in time): no replica can be proven to
+// have it. It is a requirement of that one read, never kept in a session
+// or a token (a session that kept it would send every later read to the
+// primary).
+const unprovableLSN = ^LSN(0) >> 1
 
 // first returns the position in t's LSN, Timeline and SystemID fields.
 func (t Token) first() Position {
@@ -316,21 +341,38 @@ func ParseToken(s string) (Token, error) {
 // TokenCodec encodes and decodes tokens, optionally HMAC-SHA256 signed and
 // with an expiry. The zero TokenCodec produces and accepts the same unsigned
 // tokens as (*Session).Token and ParseToken. A TokenCodec is a value with no
-// mutable state: safe for concurrent use as long as Key is not modified.
+// mutable state: safe for concurrent use as long as its keys are not
+// modified.
 //
-// A driver's Config.TokenKey and Config.TokenTTL configure the equivalent
-// TokenCodec{Key: cfg.TokenKey, TTL: cfg.TokenTTL}.
+// The helpers that carry tokens across a trust boundary (pgreplicahttp,
+// pgreplicagrpc, pgreplicajob) refuse a codec without Key unless told that
+// unsigned tokens are wanted (ErrNoTokenKey): an unsigned token lets
+// whoever holds it claim any position.
+//
+// To rotate the key, make the new one Key and the old one PreviousKeys in
+// every process, then drop the old one once every token signed with it has
+// expired (TTL) or left its cookie (pgreplicahttp's MaxAge).
 type TokenCodec struct {
 	// Key, when not empty, signs every encoded token and makes Decode
 	// require a valid signature. Use at least 32 random bytes and keep it
 	// secret; every process that reads the tokens needs the same key.
 	Key []byte
+	// PreviousKeys are keys Decode still accepts a signature of, with Key
+	// set, while a rotation is under way; tokens are only ever signed with
+	// Key. Each one tried costs an HMAC, on a token Key did not sign.
+	PreviousKeys [][]byte
 	// TTL, when positive, makes Encode set Expires to Now()+TTL.
 	TTL time.Duration
 	// Now returns the current time; nil means time.Now. Tests inject a
 	// fixed clock here.
 	Now func() time.Time
 }
+
+// ErrNoTokenKey reports a helper that carries tokens across a trust
+// boundary (pgreplicahttp, pgreplicagrpc, pgreplicajob) given a TokenCodec
+// without Key and not told that unsigned tokens are wanted (their
+// Options.Unsigned, for development): anyone could then forge a token.
+var ErrNoTokenKey = errors.New("pgreplica: no token key (set TokenCodec.Key, or Unsigned for development)")
 
 func (c TokenCodec) now() time.Time {
 	if c.Now != nil {
@@ -349,12 +391,26 @@ func (c TokenCodec) Encode(t Token) string {
 	return encodeToken(t, c.Key)
 }
 
-// Decode parses a token produced by Encode with the same Key. With a Key it
-// requires a valid signature (checked in constant time); without one it
-// behaves like ParseToken. A token whose Expires is not after c.Now() is
+// Decode parses a token produced by Encode with the same Key, or with one
+// of PreviousKeys. With a Key it requires a valid signature (checked in
+// constant time); without one it behaves like ParseToken (PreviousKeys
+// are not looked at). A token whose Expires is not after c.Now() is
 // rejected. Every failure wraps ErrBadToken; Decode never panics.
 func (c TokenCodec) Decode(s string) (Token, error) {
-	return decodeToken(s, c.Key, c.now())
+	now := c.now()
+	t, err := decodeToken(s, c.Key, now)
+	if len(c.Key) == 0 {
+		return t, err
+	}
+	for _, k := range c.PreviousKeys {
+		if err != errTokenSignature {
+			break
+		}
+		if len(k) > 0 {
+			t, err = decodeToken(s, k, now)
+		}
+	}
+	return t, err
 }
 
 // SessionToken returns the text form of the session's current watermark,

@@ -695,3 +695,31 @@ func FuzzTokenPositions(f *testing.F) {
 		}
 	})
 }
+
+// TestTokenCodecPreviousKeys: Decode accepts a signature of a previous
+// key (an empty one skipped), reports a token of an unknown key as a bad
+// signature and an expired one as expired, and without Key looks at no
+// previous key.
+func TestTokenCodecPreviousKeys(t *testing.T) {
+	oldKey, newKey := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	rotating := TokenCodec{Key: newKey, PreviousKeys: [][]byte{nil, oldKey}, Now: clock}
+	tok := Token{LSN: 0x77, SystemID: 9}
+	for name, c := range map[string]TokenCodec{"old": {Key: oldKey}, "new": {Key: newKey}} {
+		got, err := rotating.Decode(c.Encode(tok))
+		if err != nil || !got.Equal(tok) {
+			t.Errorf("a token of the %s key: %+v, %v", name, got, err)
+		}
+	}
+	if _, err := rotating.Decode(TokenCodec{Key: bytes.Repeat([]byte{3}, 32)}.Encode(tok)); err != errTokenSignature {
+		t.Errorf("a token of an unknown key: %v", err)
+	}
+	expired := TokenCodec{Key: oldKey, TTL: time.Minute, Now: func() time.Time { return now.Add(-time.Hour) }}
+	if _, err := rotating.Decode(expired.Encode(tok)); err != errTokenExpired {
+		t.Errorf("an expired token of the old key: %v", err)
+	}
+	if _, err := (TokenCodec{PreviousKeys: [][]byte{oldKey}}).Decode(TokenCodec{Key: oldKey}.Encode(tok)); err != errTokenNeedsKey {
+		t.Errorf("previous keys without Key: %v", err)
+	}
+}

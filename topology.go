@@ -56,6 +56,32 @@ type nodeView struct {
 	rtt    time.Duration // smoothed probe round trip
 	// syncState is this replica's sync_state as the primary reports it.
 	syncState string
+	// aliasOf is the node that reached the same server under another
+	// address of the same name (resolve.go); nil for none.
+	aliasOf *node
+}
+
+// aliasOf returns the node among before that reached the server v
+// reached, under another address of the same name, or nil. The
+// same incarnation is the same system identifier, port and postmaster
+// start time (to the microsecond): the server sees itself at a different
+// address under each (127.0.0.1, ::1), so its address cannot tell. An
+// endpoint or a pooler is never an alias: its next connection may reach
+// another server.
+func aliasOf(before []nodeView, v *nodeView) *node {
+	if v.n.pin == "" || v.n.endpoint.Load() || v.n.pooled.Load() || v.status.pooled {
+		return nil
+	}
+	id := v.status.id
+	for i := range before {
+		o := &before[i]
+		if o.n.entry == v.n.entry && o.n.pin != "" && o.aliasOf == nil && o.status.healthy() &&
+			!o.n.endpoint.Load() && !o.n.pooled.Load() && !o.status.pooled &&
+			o.status.id.sysid == id.sysid && o.status.id.port == id.port && o.status.id.started == id.started {
+			return o.n
+		}
+	}
+	return nil
 }
 
 // primaryNode returns the primary's view, or nil.
@@ -100,6 +126,9 @@ func buildTopology(nodes []*node, lags *lagtrack.Tracker, excludeSync bool) *top
 		v := &t.nodes[i]
 		v.n, v.rtt, v.zone = n, n.rttEWMA(), n.host.Zone
 		st := n.status.Load()
+		if n.retired.Load() {
+			continue // excluded below, counted nowhere
+		}
 		if st == nil {
 			unprobed = append(unprobed, n.name)
 			continue
@@ -113,6 +142,9 @@ func buildTopology(nodes []*node, lags *lagtrack.Tracker, excludeSync bool) *top
 			continue
 		}
 		t.reachable = true
+		if v.aliasOf = aliasOf(t.nodes[:i], v); v.aliasOf != nil {
+			continue // the server counts once, as the node it is an alias of
+		}
 		if st.role == rolePrimary {
 			primaries = append(primaries, i)
 		} else {
@@ -162,10 +194,14 @@ func (t *topology) exclusion(i int, excludeSync bool) rejection {
 	v := &t.nodes[i]
 	st := &v.status
 	switch {
+	case v.n.retired.Load():
+		return rejectRetired
 	case !v.probed:
 		return rejectUnprobed
 	case st.err != nil:
 		return rejectUnreachable
+	case v.aliasOf != nil:
+		return rejectAlias
 	case st.role == rolePrimary && i != t.primary && t.primary >= 0:
 		return rejectSuperseded
 	case st.role != roleReplica:
@@ -183,6 +219,12 @@ func (t *topology) exclusion(i int, excludeSync bool) rejection {
 		// Still on the old timeline after a promotion: it may hold WAL the
 		// new primary never had.
 		return rejectOldTimeline
+	}
+	if st.timeline > p.status.timeline {
+		// Following a newer timeline than the primary's: a server promoted
+		// elsewhere (a demoted member of a failover manager that came back
+		// on its own timeline) whose WAL this primary never wrote.
+		return rejectNewTimeline
 	}
 	if st.appName != "" {
 		v.syncState = p.status.syncStates[st.appName]
@@ -266,3 +308,28 @@ func highestTimeline(nodes []nodeView, primaries []int) (int, error) {
 	}
 	return best, nil
 }
+
+// rejection is why a filter kept a node from a read; rejectNone passes.
+type rejection uint8
+
+const (
+	rejectNone         rejection = iota
+	rejectRetired                // its name no longer gives its address
+	rejectUnprobed               // not probed yet
+	rejectUnreachable            // the last probe failed
+	rejectAlias                  // the same server as an earlier address of its name
+	rejectSuperseded             // out of recovery beside the primary on a higher timeline
+	rejectNotReplica             // the primary, or a host without a role
+	rejectOtherCluster           // another system identifier
+	rejectOldTimeline            // has not followed the primary's timeline
+	rejectNewTimeline            // on a newer timeline than the primary's
+	rejectSyncStandby            // a synchronous standby, excluded by configuration
+	rejectSuspect                // a statement failed on it since the last probe
+	rejectTried                  // this read already failed there
+	rejectLagBytes               // Config.MaxLagBytes
+	rejectLagTime                // Config.MaxLag
+	rejectStale                  // the context's WithMaxStaleness
+	rejectBehind                 // not known to have replayed the needed position
+	rejectPooledTx               // a transaction that needs a position, behind a pooler (replaycheck.go)
+	rejectUnchecked              // a read that cannot check its connection (a hedge), on an endpoint or behind a pooler
+)

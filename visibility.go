@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/puddle/v2"
+	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
@@ -57,9 +58,10 @@ func (c *Connector) primaryShowsSession(ctx context.Context, pl *plan, p *physic
 // without a deadline, for ConnectTimeout. A replica that cannot be asked
 // (down, or restarted) shows nothing the check could wait for.
 func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node, srv *server) error {
+	start := time.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(c.cfg.ConnectTimeout)
+		deadline = start.Add(c.cfg.ConnectTimeout)
 	}
 	backoff := 100 * time.Microsecond
 	waited := false
@@ -71,7 +73,7 @@ func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node,
 		shown, err := c.replicaShows(ctx, n, srv, hidden)
 		if err != nil || shown == 0 {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return waitEnded(ctx, "the primary to show what a replica showed this session", start)
 			}
 			return nil
 		}
@@ -89,7 +91,7 @@ func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node,
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return waitEnded(ctx, fmt.Sprintf("the primary to show %d transactions a replica showed this session as committed", shown), start)
 		}
 		backoff = min(2*backoff, 5*time.Millisecond)
 	}
@@ -126,7 +128,7 @@ func (c *Connector) acquireOnServer(ctx context.Context, n *node, srv *server) (
 
 // queryText runs a query of one value on conn and returns it as text.
 func queryText(ctx context.Context, conn driver.Conn, query string, args ...driver.NamedValue) (string, error) {
-	rows, err := queryInner(ctx, conn, query, args)
+	rows, err := queryInner(pgxtrace.Own(ctx), conn, query, args) // pgreplica's, not traced
 	if err != nil {
 		return "", err
 	}

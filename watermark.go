@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
 // The "process" consistency default: a read sees every write any
@@ -196,3 +198,14 @@ func atomicMax(a *atomic.Uint64, v uint64) bool {
 		}
 	}
 }
+
+// needsInsertLSN reports whether a capture covering the tickets after
+// covered must read the insert position (see asyncIssued).
+func (m *clusterMarks) needsInsertLSN() bool {
+	return m.asyncIssued.Load() > m.covered.Load()
+}
+
+// reachableLSN maps an insert position just past a WAL page header back
+// to the page boundary, which a replica's replay reaches without waiting
+// for the next record (probe.ReachableLSN).
+func reachableLSN(l LSN) LSN { return LSN(probe.ReachableLSN(uint64(l))) }

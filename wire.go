@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 	"github.com/pgreplica/pgreplica/internal/pgxflight"
+	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 )
 
 // The seam to the inner drivers. Statements on an inner connection go
@@ -22,14 +23,18 @@ import (
 // wire_pq.go for lib/pq), newWire gives each connection the wire through
 // which the router reaches what those interfaces do not carry.
 
+// innerFunc makes the inner driver's connector for one host, dialled at
+// pin when pin is not "" (resolve.go).
+type innerFunc func(cfg *Config, h Host, pin string) (driver.Connector, error)
+
 // innerConnector returns the inner driver's connector for one host.
-func innerConnector(cfg *Config, h Host) (driver.Connector, error) {
+func innerConnector(cfg *Config, h Host, pin string) (driver.Connector, error) {
 	dsn := cfg.hostDSN(h)
 	switch cfg.Driver {
 	case DriverPq:
-		return pqConnector(cfg, h, dsn)
+		return pqConnector(cfg, h, dsn, pin)
 	default:
-		return pgxConnector(cfg, h, dsn)
+		return pgxConnector(cfg, h, dsn, pin)
 	}
 }
 
@@ -75,7 +80,8 @@ type wire interface {
 func newWire(c driver.Conn) wire {
 	if sc, ok := c.(*stdlib.Conn); ok {
 		pc := sc.Conn()
-		return &pgxWire{conn: pc, descs: pgxflight.Descriptions{Mode: pc.Config().DefaultQueryExecMode}}
+		cfg := pc.Config() // a copy: once per connection
+		return &pgxWire{conn: pc, descs: pgxflight.Descriptions{Mode: cfg.DefaultQueryExecMode}, tracer: pgxtrace.Of(cfg)}
 	}
 	if isPqConn(c) {
 		return newPqWire(c)
@@ -179,7 +185,7 @@ func convertArgs(c driver.Conn, args []driver.NamedValue) error {
 // queryLSN runs a query that answers one pg_lsn as text (a replay, flush
 // or insert position) and parses it.
 func queryLSN(ctx context.Context, c driver.Conn, query string) (LSN, error) {
-	rows, err := queryInner(ctx, c, query, nil)
+	rows, err := queryInner(pgxtrace.Own(ctx), c, query, nil) // pgreplica's, not traced
 	if err != nil {
 		return 0, err
 	}

@@ -3,6 +3,7 @@ package pgreplica
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"net"
 	"reflect"
 	"sync"
@@ -18,18 +19,25 @@ import (
 // its statements need (deadlineWatch).
 
 // pqConnector is lib/pq's connector for host h.
-func pqConnector(cfg *Config, h Host, dsn string) (driver.Connector, error) {
+func pqConnector(cfg *Config, h Host, dsn, pin string) (driver.Connector, error) {
 	c, err := pq.NewConnector(dsn)
 	if err != nil {
 		return nil, badDSN(cfg, h, err)
 	}
-	c.Dialer(socketDialer{}) // lib/pq's default dialer, plus noteSocket
+	c.Dialer(socketDialer{pin: pin, lookup: cfg.LookupFunc}) // lib/pq's default dialer, plus noteSocket
 	return c, nil
 }
 
 // socketDialer is lib/pq's default dialer (a zero net.Dialer) that records
-// what it dials for the connection being made (see hostPool.close).
-type socketDialer struct{ d net.Dialer }
+// what it dials for the connection being made (see hostPool.close). A
+// dialer pinned to one address of the host's name dials that address
+// (lib/pq still verifies the name); one with a lookup resolves the name
+// with it and dials its first answer that connects, as pgx does.
+type socketDialer struct {
+	d      net.Dialer
+	pin    string
+	lookup LookupFunc
+}
 
 func (s socketDialer) Dial(network, address string) (net.Conn, error) {
 	return s.DialContext(context.Background(), network, address)
@@ -42,11 +50,37 @@ func (s socketDialer) DialTimeout(network, address string, timeout time.Duration
 }
 
 func (s socketDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	if s.pin != "" {
+		address = pinnedAddr(s.pin, address)
+	} else if host, _, err := net.SplitHostPort(address); err == nil && s.lookup != nil && isName(host) {
+		return s.dialLookedUp(ctx, network, host, address)
+	}
 	c, err := s.d.DialContext(ctx, network, address)
 	if err == nil {
 		noteSocket(ctx, c)
 	}
 	return c, err
+}
+
+// dialLookedUp dials the addresses s.lookup gives host in turn.
+func (s socketDialer) dialLookedUp(ctx context.Context, network, host, address string) (net.Conn, error) {
+	addrs, err := s.lookup(ctx, host)
+	if err != nil {
+		return nil, &net.DNSError{Err: err.Error(), Name: host, UnwrapErr: err}
+	}
+	var errs []error
+	for _, a := range addrs {
+		c, err := s.d.DialContext(ctx, network, pinnedAddr(a, address))
+		if err == nil {
+			noteSocket(ctx, c)
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+	}
+	return nil, errors.Join(errs...)
 }
 
 // genericWire assumes the worst of ErrBadConn.
@@ -161,14 +195,5 @@ func (w *deadlineWatch) end() {
 	w.ended = true
 	if w.timer != nil {
 		w.timer.Stop()
-	}
-}
-
-// watchStatement arms lib/pq's deadline watch over the statement route
-// runs on l: it and its rows end with the lease (route serves statements
-// outside transactions and pinned connections). pgx needs none.
-func (c *Connector) watchStatement(ctx context.Context, l *lease) {
-	if c.pq {
-		l.watch = watchDeadline(ctx, l.p, c.cfg.ProbeTimeout)
 	}
 }

@@ -36,9 +36,14 @@ import (
 // Options.WriteBack: a write made further down a chain of calls (A calls
 // B, which calls C, which writes) travels back to the start of the chain.
 //
-// It panics on invalid options (see Options.MetadataKey).
+// It panics on invalid options (see New).
 func UnaryClientInterceptor(opts Options) grpc.UnaryClientInterceptor {
-	o := mustOptions(opts)
+	return mustNew(opts).UnaryClient()
+}
+
+// UnaryClient is UnaryClientInterceptor with ic's options.
+func (ic *Interceptors) UnaryClient() grpc.UnaryClientInterceptor {
+	o := ic.o
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		s := pgreplica.SessionFrom(ctx)
 		if s == nil {
@@ -64,9 +69,14 @@ func UnaryClientInterceptor(opts Options) grpc.UnaryClientInterceptor {
 // that stops reading before the end of a server stream misses what the
 // server wrote after its headers left.
 //
-// It panics on invalid options (see Options.MetadataKey).
+// It panics on invalid options (see New).
 func StreamClientInterceptor(opts Options) grpc.StreamClientInterceptor {
-	o := mustOptions(opts)
+	return mustNew(opts).StreamClient()
+}
+
+// StreamClient is StreamClientInterceptor with ic's options.
+func (ic *Interceptors) StreamClient() grpc.StreamClientInterceptor {
+	o := ic.o
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		s := pgreplica.SessionFrom(ctx)
 		if s == nil {

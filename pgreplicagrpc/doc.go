@@ -18,16 +18,20 @@
 // Handlers need no change beyond passing their context to database/sql or
 // their ORM. Install the same Options on both sides:
 //
-//	opts := pgreplicagrpc.Options{
+//	ic, err := pgreplicagrpc.New(pgreplicagrpc.Options{
 //		Codec: pgreplica.TokenCodec{Key: key, TTL: 10 * time.Minute},
+//		Check: pgreplica.TokenCheck(db),
+//	})
+//	if err != nil {
+//		log.Fatal(err) // pgreplica.ErrNoTokenKey without a key
 //	}
 //	srv := grpc.NewServer(
-//		grpc.ChainUnaryInterceptor(pgreplicagrpc.UnaryServerInterceptor(opts)),
-//		grpc.ChainStreamInterceptor(pgreplicagrpc.StreamServerInterceptor(opts)),
+//		grpc.ChainUnaryInterceptor(ic.UnaryServer()),
+//		grpc.ChainStreamInterceptor(ic.StreamServer()),
 //	)
 //	cc, err := grpc.NewClient(target, creds,
-//		grpc.WithChainUnaryInterceptor(pgreplicagrpc.UnaryClientInterceptor(opts)),
-//		grpc.WithChainStreamInterceptor(pgreplicagrpc.StreamClientInterceptor(opts)),
+//		grpc.WithChainUnaryInterceptor(ic.UnaryClient()),
+//		grpc.WithChainStreamInterceptor(ic.StreamClient()),
 //	)
 //
 // and call with a session in the context:
@@ -65,17 +69,25 @@
 //
 // # Signed tokens and bad metadata
 //
-// Sign tokens (Options.Codec.Key, the same in every service): an unsigned
-// token lets a caller claim a far-future position and send all of a
-// handler's reads to the primary after the wait budget. Codec.TTL makes a
-// token stop counting after a while; a token only matters until every
-// replica has replayed its positions, which takes milliseconds to seconds.
+// Tokens are signed (Options.Codec.Key, the same in every service): New
+// refuses options without a key (an error matching
+// pgreplica.ErrNoTokenKey) unless Options.Unsigned says unsigned tokens are
+// wanted, for development; unsigned, a caller could claim any position.
+// UnaryServerInterceptor and the other constructors panic with the same
+// error, when the server or connection is built. Codec.TTL makes a token
+// stop counting after a while; a token only matters until every replica
+// has replayed its positions, which takes milliseconds to seconds.
+// Options.Check: pgreplica.TokenCheck(db) refuses a request token with a
+// position ahead of everything the primary has written, or of other
+// clusters only; whatever a token claims, the driver never waits for a
+// position the primary has not written (see pgreplica.Token).
 //
 // A request token that does not decode (garbled, forged, unsigned where a
-// signature is required, expired) is ignored by default, as if the caller
-// had sent none, or fails the call with codes.InvalidArgument
-// (Options.BadToken: RejectBadToken). A bad token in a response never
-// fails the call, which has already run; it is logged and ignored.
+// signature is required, expired) or that Check refuses is ignored by
+// default, as if the caller had sent none, or fails the call with
+// codes.InvalidArgument (Options.BadToken: RejectBadToken). A bad token in
+// a response never fails the call, which has already run; it is logged and
+// ignored.
 //
 // # Several databases
 //

@@ -3,6 +3,7 @@ package pgreplicagrpc_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"time"
 
@@ -39,6 +40,28 @@ func ExampleUnaryServerInterceptor() {
 		return id, err
 	}
 	_, _ = srv, createOrder
+}
+
+// New builds the four interceptors of one Options, or says what is wrong
+// with them: here, with PGREPLICA_TOKEN_KEY unset, that there is no key.
+// The request tokens are checked against the cluster the service uses.
+// (Compile-only: it needs a cluster.)
+func ExampleNew() {
+	db, err := sql.Open("pgreplica", "postgres://app@db1,db2,db3/shop?sslmode=disable")
+	if err != nil {
+		panic(err)
+	}
+	opts := sharedOpts
+	opts.Check = pgreplica.TokenCheck(db)
+	ic, err := pgreplicagrpc.New(opts)
+	if errors.Is(err, pgreplica.ErrNoTokenKey) {
+		panic("set PGREPLICA_TOKEN_KEY")
+	}
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(ic.UnaryServer()),
+		grpc.ChainStreamInterceptor(ic.StreamServer()),
+	)
+	_ = srv
 }
 
 // Service A: the session it writes with goes with its calls to B, and what

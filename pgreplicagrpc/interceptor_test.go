@@ -3,6 +3,7 @@ package pgreplicagrpc_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -137,7 +138,7 @@ func TestNoSessionNoToken(t *testing.T) {
 		got = append(got, md)
 		handlerSession = pgreplica.SessionFrom(ctx)
 		return "", nil
-	}}, pgreplicagrpc.Options{}, pgreplicagrpc.Options{})
+	}}, pgreplicagrpc.Options{Unsigned: true}, pgreplicagrpc.Options{Unsigned: true})
 	for _, ctx := range []context.Context{ctxFor(t), pgreplica.WithSession(ctxFor(t), pgreplica.NewSession())} {
 		if _, err := testservice.Unary(ctx, cc, ""); err != nil {
 			t.Fatal(err)
@@ -164,7 +165,7 @@ func TestDefaultWriteBackOnlyAfterWrites(t *testing.T) {
 		}
 		return "", nil
 	}}
-	cc := serve(t, h, pgreplicagrpc.Options{}, pgreplicagrpc.Options{})
+	cc := serve(t, h, pgreplicagrpc.Options{Unsigned: true}, pgreplicagrpc.Options{Unsigned: true})
 	s := session(t, 0x10)
 	var header, trailer metadata.MD
 	if _, err := testservice.Unary(pgreplica.WithSession(ctxFor(t), s), cc, "", grpc.Header(&header), grpc.Trailer(&trailer)); err != nil {
@@ -174,7 +175,7 @@ func TestDefaultWriteBackOnlyAfterWrites(t *testing.T) {
 		t.Fatalf("a read-only call sent back %v %v; session at %v", header, trailer, s.LSN())
 	}
 
-	cc = serve(t, h, pgreplicagrpc.Options{WriteBack: pgreplicagrpc.WriteBackAlways}, pgreplicagrpc.Options{})
+	cc = serve(t, h, pgreplicagrpc.Options{Unsigned: true, WriteBack: pgreplicagrpc.WriteBackAlways}, pgreplicagrpc.Options{Unsigned: true})
 	_, err := testservice.Unary(pgreplica.WithSession(ctxFor(t), s), cc, "fail")
 	if status.Code(err) != codes.Aborted {
 		t.Fatalf("err %v", err)
@@ -187,7 +188,7 @@ func TestDefaultWriteBackOnlyAfterWrites(t *testing.T) {
 // TestAdvanceBelowClientNotSent: with WriteBackAlways, a session that did
 // not move past what the client sent sends nothing back.
 func TestAdvanceBelowClientNotSent(t *testing.T) {
-	opts := pgreplicagrpc.Options{WriteBack: pgreplicagrpc.WriteBackAlways}
+	opts := pgreplicagrpc.Options{Unsigned: true, WriteBack: pgreplicagrpc.WriteBackAlways}
 	cc := serve(t, &testservice.Handlers{Unary: func(ctx context.Context, req string) (string, error) {
 		advance(ctx, 0x50) // below the client's 0x100
 		return "", nil
@@ -204,7 +205,7 @@ func TestAdvanceBelowClientNotSent(t *testing.T) {
 // TestHeaderSentByHandler: a unary handler that sent its header before
 // it advanced gets its token into the trailer.
 func TestHeaderSentByHandler(t *testing.T) {
-	opts := pgreplicagrpc.Options{WriteBack: pgreplicagrpc.WriteBackAlways}
+	opts := pgreplicagrpc.Options{Unsigned: true, WriteBack: pgreplicagrpc.WriteBackAlways}
 	cc := serve(t, &testservice.Handlers{Unary: func(ctx context.Context, req string) (string, error) {
 		if err := grpc.SendHeader(ctx, metadata.Pairs("x-early", "1")); err != nil {
 			return "", err
@@ -229,7 +230,7 @@ func TestHeaderSentByHandler(t *testing.T) {
 }
 
 // TestBadRequestTokens: garbled, forged, unsigned, expired and oversized
-// tokens are ignored (a valid token next to them still counts) or
+// tokens, and tokens Options.Check refuses, are ignored (a valid token next to them still counts) or
 // rejected with codes.InvalidArgument by option, never quoted, and never
 // reach the handler's session.
 func TestBadRequestTokens(t *testing.T) {
@@ -241,6 +242,15 @@ func TestBadRequestTokens(t *testing.T) {
 		"unsigned":  pgreplica.TokenCodec{}.Encode(pgreplica.Token{LSN: 1 << 60}),
 		"expired":   past.Encode(pgreplica.Token{LSN: 1 << 60}),
 		"oversized": strings.Repeat("A", 5000),
+		// Signed, but refused by Check (as pgreplica.TokenCheck refuses a
+		// position ahead of the primary's).
+		"refused by Check": codec.Encode(pgreplica.Token{LSN: 1 << 60}),
+	}
+	check := func(_ context.Context, tok pgreplica.Token) error {
+		if tok.LSN > 1<<40 {
+			return fmt.Errorf("%w: ahead", pgreplica.ErrBadToken)
+		}
+		return nil
 	}
 	good := codec.Encode(pgreplica.Token{LSN: 0x42})
 	for name, value := range bad {
@@ -260,7 +270,7 @@ func TestBadRequestTokens(t *testing.T) {
 					},
 				}
 				opts := pgreplicagrpc.Options{
-					Codec: codec, BadToken: policy,
+					Codec: codec, BadToken: policy, Check: check,
 					Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				}
 				// No client interceptor: the test writes the metadata.
@@ -423,7 +433,7 @@ func TestStreamHeaderThenTrailer(t *testing.T) {
 
 // TestStreamSendHeader: stream.SendHeader also carries the token.
 func TestStreamSendHeader(t *testing.T) {
-	opts := pgreplicagrpc.Options{WriteBack: pgreplicagrpc.WriteBackAlways}
+	opts := pgreplicagrpc.Options{Unsigned: true, WriteBack: pgreplicagrpc.WriteBackAlways}
 	cc := serve(t, &testservice.Handlers{Stream: func(stream grpc.ServerStream) error {
 		advance(stream.Context(), 0xABC)
 		if err := stream.SendHeader(metadata.Pairs("x-mine", "1")); err != nil {
@@ -460,7 +470,7 @@ func TestStreamSendHeader(t *testing.T) {
 // token back with its single message (in the header, which leaves with
 // the message, after the advance).
 func TestClientStreaming(t *testing.T) {
-	opts := pgreplicagrpc.Options{WriteBack: pgreplicagrpc.WriteBackAlways}
+	opts := pgreplicagrpc.Options{Unsigned: true, WriteBack: pgreplicagrpc.WriteBackAlways}
 	cc := serve(t, &testservice.Handlers{Stream: func(stream grpc.ServerStream) error {
 		n := 0
 		for {
@@ -497,7 +507,7 @@ func TestClientStreaming(t *testing.T) {
 // the server advanced after its headers left arrives in the trailer, with
 // the single response message.
 func TestClientStreamingTrailer(t *testing.T) {
-	opts := pgreplicagrpc.Options{WriteBack: pgreplicagrpc.WriteBackAlways}
+	opts := pgreplicagrpc.Options{Unsigned: true, WriteBack: pgreplicagrpc.WriteBackAlways}
 	cc := serve(t, &testservice.Handlers{Stream: func(stream grpc.ServerStream) error {
 		if err := stream.SendHeader(nil); err != nil {
 			return err
@@ -531,8 +541,8 @@ func TestClientStreamingTrailer(t *testing.T) {
 // it on to A, because what a downstream call brought back counts as a
 // write of B's.
 func TestChainRelaysWrites(t *testing.T) {
-	always := pgreplicagrpc.Options{WriteBack: pgreplicagrpc.WriteBackAlways}
-	def := pgreplicagrpc.Options{}
+	always := pgreplicagrpc.Options{Unsigned: true, WriteBack: pgreplicagrpc.WriteBackAlways}
+	def := pgreplicagrpc.Options{Unsigned: true}
 	toC := serve(t, &testservice.Handlers{Unary: func(ctx context.Context, req string) (string, error) {
 		if req == "advance" {
 			advance(ctx, 0xC0FFEE) // C "writes"
@@ -574,8 +584,8 @@ func TestServerSessionReused(t *testing.T) {
 	cc := testservice.Serve(t, &testservice.Handlers{Unary: func(ctx context.Context, req string) (string, error) {
 		inner = pgreplica.SessionFrom(ctx)
 		return "", nil
-	}}, []grpc.ServerOption{grpc.ChainUnaryInterceptor(first, pgreplicagrpc.UnaryServerInterceptor(pgreplicagrpc.Options{}))},
-		dialOpts(pgreplicagrpc.Options{})...)
+	}}, []grpc.ServerOption{grpc.ChainUnaryInterceptor(first, pgreplicagrpc.UnaryServerInterceptor(pgreplicagrpc.Options{Unsigned: true}))},
+		dialOpts(pgreplicagrpc.Options{Unsigned: true})...)
 	if _, err := testservice.Unary(pgreplica.WithSession(ctxFor(t), session(t, 0x99)), cc, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +597,7 @@ func TestServerSessionReused(t *testing.T) {
 // TestMetadataKeyOption: a custom key, given in any case, carries the
 // token; the default key is then not read.
 func TestMetadataKeyOption(t *testing.T) {
-	opts := pgreplicagrpc.Options{MetadataKey: "X-Consistency"}
+	opts := pgreplicagrpc.Options{Unsigned: true, MetadataKey: "X-Consistency"}
 	var seen pgreplica.LSN
 	var md metadata.MD
 	cc := serve(t, &testservice.Handlers{Unary: func(ctx context.Context, req string) (string, error) {
@@ -604,15 +614,28 @@ func TestMetadataKeyOption(t *testing.T) {
 	}
 }
 
-func TestInvalidOptionsPanic(t *testing.T) {
+// TestInvalidOptions: New refuses invalid options with an error (a
+// missing key with one that matches pgreplica.ErrNoTokenKey), and every
+// interceptor constructor panics with the same error.
+func TestInvalidOptions(t *testing.T) {
 	for name, o := range map[string]pgreplicagrpc.Options{
-		"reserved key":      {MetadataKey: "grpc-token"},
-		"binary key":        {MetadataKey: "token-bin"},
-		"pseudo header":     {MetadataKey: ":path"},
-		"bad character":     {MetadataKey: "a b"},
-		"unknown policy":    {BadToken: 9},
-		"unknown writeback": {WriteBack: 9},
+		"no key":            {},
+		"key and unsigned":  {Codec: pgreplica.TokenCodec{Key: testKey}, Unsigned: true},
+		"reserved key":      {Unsigned: true, MetadataKey: "grpc-token"},
+		"binary key":        {Unsigned: true, MetadataKey: "token-bin"},
+		"pseudo header":     {Unsigned: true, MetadataKey: ":path"},
+		"bad character":     {Unsigned: true, MetadataKey: "a b"},
+		"unknown policy":    {Unsigned: true, BadToken: 9},
+		"unknown writeback": {Unsigned: true, WriteBack: 9},
 	} {
+		ic, err := pgreplicagrpc.New(o)
+		if ic != nil || err == nil || !strings.HasPrefix(err.Error(), "pgreplicagrpc: ") {
+			t.Errorf("%s: New: %v", name, err)
+			continue
+		}
+		if noKey := errors.Is(err, pgreplica.ErrNoTokenKey); noKey != (name == "no key") {
+			t.Errorf("%s: New: %v; matches ErrNoTokenKey: %v", name, err, noKey)
+		}
 		for kind, ctor := range map[string]func(pgreplicagrpc.Options){
 			"unary server":  func(o pgreplicagrpc.Options) { pgreplicagrpc.UnaryServerInterceptor(o) },
 			"stream server": func(o pgreplicagrpc.Options) { pgreplicagrpc.StreamServerInterceptor(o) },
@@ -621,13 +644,16 @@ func TestInvalidOptionsPanic(t *testing.T) {
 		} {
 			t.Run(name+"/"+kind, func(t *testing.T) {
 				defer func() {
-					if r, _ := recover().(string); !strings.HasPrefix(r, "pgreplicagrpc: ") {
-						t.Fatalf("recovered %q", r)
+					if r, _ := recover().(error); r == nil || r.Error() != err.Error() {
+						t.Fatalf("recovered %v, want New's error %v", r, err)
 					}
 				}()
 				ctor(o)
 			})
 		}
+	}
+	if _, err := pgreplicagrpc.New(pgreplicagrpc.Options{Codec: pgreplica.TokenCodec{Key: testKey}}); err != nil {
+		t.Errorf("with a key: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package pgreplicagrpc
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -58,11 +59,11 @@ const (
 	WriteBackAlways
 )
 
-// Options configure the interceptors. The zero value carries unsigned
-// tokens without expiry under DefaultMetadataKey, ignores bad tokens and
-// sends a token back only after a write. Client and server interceptors of
-// the services that talk to each other need the same MetadataKey and
-// Codec.Key.
+// Options configure the interceptors. Codec.Key is required unless
+// Unsigned is set; otherwise the zero value carries the token under
+// DefaultMetadataKey, ignores bad tokens and sends a token back only after
+// a write. Client and server interceptors of the services that talk to
+// each other need the same MetadataKey and Codec.Key.
 type Options struct {
 	// MetadataKey is the metadata key of the token; empty means
 	// DefaultMetadataKey. gRPC lowercases keys, so it is lowercased here;
@@ -72,11 +73,28 @@ type Options struct {
 	MetadataKey string
 
 	// Codec encodes the tokens the interceptors send and decodes the ones
-	// they receive. Set Codec.Key (at least 32 random bytes, the same in
-	// every service) so that callers cannot forge positions, and
-	// Codec.TTL so that a replayed token stops counting. The zero codec
-	// sends and accepts unsigned tokens without expiry.
+	// they receive. Codec.Key (at least 32 random bytes, the same in every
+	// service; Codec.PreviousKeys while it rotates) keeps callers from
+	// forging positions, and Codec.TTL makes a replayed token stop
+	// counting. New refuses a codec without Key unless Unsigned is set.
 	Codec pgreplica.TokenCodec
+	// Unsigned lets the interceptors run without Codec.Key: they then send
+	// and accept unsigned tokens, which any caller can forge. For
+	// development and tests; with Codec.Key set it is an error.
+	Unsigned bool
+	// Check, when set, is run by the server interceptors on every request
+	// token once it decoded; a token it returns an error for is a bad
+	// token (BadToken says what happens). pgreplica.TokenCheck(db)
+	// refuses a token with a position ahead of everything the primary has
+	// written, or one of other clusters only (another deployment's): set
+	// it to that, with every database the service's sessions use. A
+	// service that passes on tokens of databases it does not use itself
+	// (a chain of services over different databases) leaves it unset: a
+	// token it takes without the check costs its handler's reads no more
+	// than a token of the primary's newest write (see pgreplica.Token).
+	// Client interceptors do not run it on the tokens services they called
+	// send back.
+	Check func(ctx context.Context, t pgreplica.Token) error
 
 	// BadToken is the server's policy for request tokens that do not
 	// decode; default IgnoreBadToken. Client interceptors never fail a
@@ -97,9 +115,15 @@ type Options struct {
 }
 
 // withDefaults validates o and fills in the defaults. Invalid options are
-// programming errors, reported by the interceptor constructors with a
-// panic, as pgreplicahttp.Middleware does.
+// programming errors, reported by New with an error and by the
+// interceptor constructors with a panic, as pgreplicahttp.Middleware does.
 func (o Options) withDefaults() (Options, error) {
+	switch {
+	case len(o.Codec.Key) == 0 && !o.Unsigned:
+		return o, fmt.Errorf("Options.Codec.Key is empty and Options.Unsigned is not set: %w", pgreplica.ErrNoTokenKey)
+	case len(o.Codec.Key) > 0 && o.Unsigned:
+		return o, fmt.Errorf("Options.Unsigned is set with Options.Codec.Key: choose one")
+	}
 	if o.MetadataKey == "" {
 		o.MetadataKey = DefaultMetadataKey
 	}
@@ -137,11 +161,29 @@ func validKey(k string) error {
 	return nil
 }
 
-// mustOptions returns o with defaults, panicking on invalid options.
-func mustOptions(o Options) Options {
-	o, err := o.withDefaults()
+// Interceptors are the four interceptors of one Options, made by New.
+type Interceptors struct{ o Options }
+
+// New validates opts and returns their interceptors, or an error: one
+// wrapping pgreplica.ErrNoTokenKey when opts.Codec.Key is empty and
+// opts.Unsigned is not set (tokens would be unsigned: any caller could
+// forge one), others for invalid values (see Options.MetadataKey). The
+// package's UnaryServerInterceptor and the others are New's methods,
+// panicking on these errors instead.
+func New(opts Options) (*Interceptors, error) {
+	o, err := opts.withDefaults()
 	if err != nil {
-		panic("pgreplicagrpc: " + err.Error())
+		return nil, fmt.Errorf("pgreplicagrpc: %w", err)
 	}
-	return o
+	return &Interceptors{o: o}, nil
+}
+
+// mustNew is New, panicking on invalid options: when the server or the
+// client connection is built, at start-up.
+func mustNew(o Options) *Interceptors {
+	ic, err := New(o)
+	if err != nil {
+		panic(err)
+	}
+	return ic
 }

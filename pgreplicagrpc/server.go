@@ -21,8 +21,9 @@ import (
 // For each call it:
 //
 //  1. decodes every value of opts.MetadataKey in the incoming metadata
-//     with opts.Codec and max-merges them into the session. An empty value
-//     counts as absent; a bad one is ignored or fails the call with
+//     with opts.Codec, checks it with opts.Check, and max-merges them into
+//     the session. An empty value counts as absent; a bad one (one Decode
+//     or Check refused) is ignored or fails the call with
 //     codes.InvalidArgument (opts.BadToken);
 //  2. calls the handler with the session attached to its context
 //     (pgreplica.WithSession). A session already in the context (from an
@@ -34,9 +35,14 @@ import (
 //     It does so whether the handler succeeded, failed or panicked: the
 //     write committed either way.
 //
-// It panics on invalid options (see Options.MetadataKey).
+// It panics on invalid options (see New).
 func UnaryServerInterceptor(opts Options) grpc.UnaryServerInterceptor {
-	o := mustOptions(opts)
+	return mustNew(opts).UnaryServer()
+}
+
+// UnaryServer is UnaryServerInterceptor with ic's options.
+func (ic *Interceptors) UnaryServer() grpc.UnaryServerInterceptor {
+	o := ic.o
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		x, err := o.begin(ctx)
 		if err != nil {
@@ -59,9 +65,14 @@ func UnaryServerInterceptor(opts Options) grpc.UnaryServerInterceptor {
 // ...) rather than with stream.SendHeader bypasses the interceptor's
 // stream: its token then goes in the trailer.
 //
-// It panics on invalid options (see Options.MetadataKey).
+// It panics on invalid options (see New).
 func StreamServerInterceptor(opts Options) grpc.StreamServerInterceptor {
-	o := mustOptions(opts)
+	return mustNew(opts).StreamServer()
+}
+
+// StreamServer is StreamServerInterceptor with ic's options.
+func (ic *Interceptors) StreamServer() grpc.StreamServerInterceptor {
+	o := ic.o
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		x, err := o.begin(ss.Context())
 		if err != nil {
@@ -111,6 +122,9 @@ func (o *Options) begin(ctx context.Context) (*exchange, error) {
 			continue
 		}
 		tok, err := o.Codec.Decode(v)
+		if err == nil && o.Check != nil {
+			err = o.Check(ctx, tok)
+		}
 		if err != nil {
 			// Debug: callers send these, and a flood must not fill the logs.
 			o.Logger.DebugContext(ctx, "pgreplicagrpc: bad token in the request metadata", "key", o.MetadataKey, "err", err)

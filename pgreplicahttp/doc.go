@@ -26,9 +26,13 @@
 //		...
 //		http.Redirect(w, r, fmt.Sprint("/items/", id), http.StatusSeeOther)
 //	})
-//	mw := pgreplicahttp.Middleware(pgreplicahttp.Options{
+//	mw, err := pgreplicahttp.New(pgreplicahttp.Options{
 //		Codec: pgreplica.TokenCodec{Key: key, TTL: 10 * time.Minute},
+//		Check: pgreplica.TokenCheck(db),
 //	})
+//	if err != nil {
+//		log.Fatal(err) // pgreplica.ErrNoTokenKey without a key
+//	}
 //	http.ListenAndServe(addr, mw(mux))
 //
 // # Frameworks
@@ -94,9 +98,19 @@
 // replayed its position. The header (Transport Header) suits API clients,
 // which copy the response's X-PGReplica-Token header into their next
 // request; a browser script reading it cross-origin needs it listed in
-// Access-Control-Expose-Headers. Sign tokens (Options.Codec.Key): an
-// unsigned token lets a client claim a far-future position and send all its
-// reads to the primary after the wait budget.
+// Access-Control-Expose-Headers.
+//
+// # Signed and checked tokens
+//
+// A client may send any token. New refuses options without
+// Options.Codec.Key (an error matching pgreplica.ErrNoTokenKey) unless
+// Options.Unsigned says unsigned tokens are wanted, for development:
+// unsigned, a client could claim any position. Middleware, whose shape
+// returns no error, panics with the same error when the handler is built.
+// Options.Check: pgreplica.TokenCheck(db) also refuses a signed token with
+// a position ahead of everything the primary has written, or one of
+// another cluster; and whatever a token claims, the driver never waits
+// for a position the primary has not written (see pgreplica.Token).
 //
 // A cookie lives in one browser, and a tab that loaded its page before a
 // write in another tab may send an older one. When a user's other tabs and

@@ -3,6 +3,7 @@ package pgreplicahttp_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -27,7 +28,7 @@ func ExampleMiddleware() {
 		// Reads through r.Context() need a replica that replayed this:
 		fmt.Fprintln(w, "watermark", pgreplica.SessionFrom(r.Context()).LSN())
 	})
-	h := pgreplicahttp.Middleware(pgreplicahttp.Options{MaxAge: 2 * time.Minute})(mux)
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true, MaxAge: 2 * time.Minute})(mux)
 
 	post := httptest.NewRecorder()
 	h.ServeHTTP(post, httptest.NewRequest("POST", "/items", nil))
@@ -115,8 +116,23 @@ func ExampleMiddleware_handler() {
 		}
 		fmt.Fprintln(w, name)
 	})
-	mw := pgreplicahttp.Middleware(pgreplicahttp.Options{
+	mw, err := pgreplicahttp.New(pgreplicahttp.Options{
 		Codec: pgreplica.TokenCodec{Key: []byte("a secret of at least 32 random bytes"), TTL: 10 * time.Minute},
+		Check: pgreplica.TokenCheck(db), // no position the primary has not written, no other cluster's
 	})
+	if err != nil {
+		panic(err)
+	}
 	_ = http.ListenAndServe("127.0.0.1:8080", mw(mux))
+}
+
+// New refuses to make a middleware of unsigned tokens unless told to.
+func ExampleNew() {
+	_, err := pgreplicahttp.New(pgreplicahttp.Options{})
+	fmt.Println(errors.Is(err, pgreplica.ErrNoTokenKey))
+	_, err = pgreplicahttp.New(pgreplicahttp.Options{Unsigned: true}) // development only
+	fmt.Println(err)
+	// Output:
+	// true
+	// <nil>
 }

@@ -2,6 +2,7 @@ package pgreplicahttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/pgreplica/pgreplica"
@@ -15,9 +16,10 @@ import (
 // For each request it:
 //
 //  1. decodes the token of the cookie and/or header (opts.Transport) with
-//     opts.Codec, and reads the stored token of opts.StoreKey(r) from
-//     opts.Store; every valid token max-merges into the session. A bad
-//     token is ignored or answered with 400 (opts.BadToken), never a 500;
+//     opts.Codec, checks it with opts.Check, and reads the stored token of
+//     opts.StoreKey(r) from opts.Store; every valid token max-merges into
+//     the session. A bad token (one Decode or Check refused) is ignored or
+//     answered with 400 (opts.BadToken), never a 500;
 //  2. calls the handler with the session attached to the request context
 //     (pgreplica.WithSession). A session already in the context is reused;
 //  3. if the session advanced (opts.WriteBack), adds the new token as a
@@ -32,16 +34,30 @@ import (
 // http.Hijacker and http.Pusher; it has an Unwrap method for
 // http.ResponseController.
 //
-// Middleware panics on invalid options (for example Store without
-// StoreKey), as http.ServeMux does on an invalid pattern.
+// Middleware panics on invalid options, as http.ServeMux does on an
+// invalid pattern: when the handler is built, at start-up, never on a
+// request. New returns the same errors instead.
 func Middleware(opts Options) func(http.Handler) http.Handler {
+	mw, err := New(opts)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+// New returns Middleware's middleware, or an error for invalid options:
+// one wrapping pgreplica.ErrNoTokenKey when opts.Codec.Key is empty and
+// opts.Unsigned is not set (tokens would be unsigned: any client could
+// forge one), others for values out of range (Store without StoreKey, a
+// negative MaxAge, ...).
+func New(opts Options) (func(http.Handler) http.Handler, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
-		panic("pgreplicahttp: " + err.Error())
+		return nil, fmt.Errorf("pgreplicahttp: %w", err)
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{o: o, next: next}
-	}
+	}, nil
 }
 
 type handler struct {
@@ -117,6 +133,9 @@ func (x *exchange) merge(source, s string) bool {
 		return true
 	}
 	tok, err := x.o.Codec.Decode(s)
+	if err == nil && x.o.Check != nil {
+		err = x.o.Check(x.r.Context(), tok)
+	}
 	if err == nil {
 		err = x.session.Merge(tok)
 	}

@@ -69,7 +69,7 @@ func cookieNamed(resp *http.Response, name string) *http.Cookie {
 
 func TestCookieRoundTrip(t *testing.T) {
 	var s seen
-	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(app(t, &s, 0x5_00000010, false))
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true})(app(t, &s, 0x5_00000010, false))
 
 	resp := serve(h, http.MethodPost, nil)
 	if resp.StatusCode != http.StatusSeeOther {
@@ -98,14 +98,14 @@ func TestCookieRoundTrip(t *testing.T) {
 
 func TestNoCookieWithoutAdvance(t *testing.T) {
 	var s seen
-	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(app(t, &s, 0, false))
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true})(app(t, &s, 0, false))
 	for _, m := range []string{http.MethodPost, http.MethodGet} {
 		if got := serve(h, m, nil).Header.Values("Set-Cookie"); len(got) != 0 {
 			t.Errorf("%s without an advance set %q", m, got)
 		}
 	}
 	// A lower position than the client's is no advance either.
-	h = pgreplicahttp.Middleware(pgreplicahttp.Options{})(app(t, &s, 10, false))
+	h = pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true})(app(t, &s, 10, false))
 	resp := serve(h, http.MethodPost, func(r *http.Request) {
 		r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: tokenText(pgreplica.TokenCodec{}, 20)})
 	})
@@ -132,7 +132,7 @@ func TestWriteBackPolicy(t *testing.T) {
 		{pgreplicahttp.WriteBackUnsafe, http.MethodDelete, true},
 		{pgreplicahttp.WriteBackAlways, http.MethodGet, true},
 	} {
-		h := pgreplicahttp.Middleware(pgreplicahttp.Options{WriteBack: tc.policy})(getWrites)
+		h := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true, WriteBack: tc.policy})(getWrites)
 		got := cookieNamed(serve(h, tc.method, nil), pgreplicahttp.DefaultCookieName) != nil
 		if got != tc.want {
 			t.Errorf("policy %d, %s: cookie %v, want %v", tc.policy, tc.method, got, tc.want)
@@ -166,7 +166,7 @@ func TestHeaderTransport(t *testing.T) {
 
 func TestBothTransportsMaxMerge(t *testing.T) {
 	var s seen
-	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Transport: pgreplicahttp.Both})(app(t, &s, 7000, false))
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true, Transport: pgreplicahttp.Both})(app(t, &s, 7000, false))
 	resp := serve(h, http.MethodPost, func(r *http.Request) {
 		r.Header.Set(pgreplicahttp.DefaultHeaderName, tokenText(pgreplica.TokenCodec{}, 300))
 		r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: tokenText(pgreplica.TokenCodec{}, 200)})
@@ -190,6 +190,15 @@ func TestBadTokens(t *testing.T) {
 		"unsigned":  tokenText(pgreplica.TokenCodec{}, 1<<60),
 		"expired":   past.Encode(pgreplica.Token{LSN: 9}),
 		"oversized": strings.Repeat("A", 5000),
+		// Well formed and signed, but Options.Check refuses it (as
+		// pgreplica.TokenCheck does a position ahead of the primary's).
+		"refused by Check": codec.Encode(pgreplica.Token{LSN: 1 << 40}),
+	}
+	check := func(_ context.Context, tok pgreplica.Token) error {
+		if tok.LSN > 1<<30 {
+			return fmt.Errorf("%w: ahead", pgreplica.ErrBadToken)
+		}
+		return nil
 	}
 	for name, value := range bad {
 		for _, policy := range []pgreplicahttp.BadTokenPolicy{pgreplicahttp.IgnoreBadToken, pgreplicahttp.RejectBadToken} {
@@ -198,7 +207,7 @@ func TestBadTokens(t *testing.T) {
 				s := seen{lsn: 12345}
 				called := false
 				h := pgreplicahttp.Middleware(pgreplicahttp.Options{
-					Transport: pgreplicahttp.Both, Codec: codec, BadToken: policy,
+					Transport: pgreplicahttp.Both, Codec: codec, BadToken: policy, Check: check,
 					Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					called = true
@@ -238,7 +247,7 @@ func TestBadTokens(t *testing.T) {
 
 func TestBadCookieReplacedByAdvance(t *testing.T) {
 	var s seen
-	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(app(t, &s, 77, false))
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true})(app(t, &s, 77, false))
 	resp := serve(h, http.MethodPost, func(r *http.Request) {
 		r.AddCookie(&http.Cookie{Name: pgreplicahttp.DefaultCookieName, Value: "garbage"})
 	})
@@ -251,7 +260,7 @@ func TestBadCookieReplacedByAdvance(t *testing.T) {
 func TestSessionInContextReused(t *testing.T) {
 	outer := pgreplica.NewSession()
 	var inner *pgreplica.Session
-	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inner = pgreplica.SessionFrom(r.Context())
 	}))
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -262,31 +271,53 @@ func TestSessionInContextReused(t *testing.T) {
 	}
 }
 
-func TestInvalidOptionsPanic(t *testing.T) {
+// TestInvalidOptions: New refuses invalid options with an error (a
+// missing key with one that matches pgreplica.ErrNoTokenKey), and
+// Middleware panics with the same error when the handler is built.
+func TestInvalidOptions(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, 32)
 	for name, o := range map[string]pgreplicahttp.Options{
-		"store without key":  {Store: pgreplicahttp.NewMemoryStore(0)},
-		"key without store":  {StoreKey: func(*http.Request) (string, bool) { return "", false }},
-		"bad cookie name":    {CookieName: "a b"},
-		"bad header name":    {HeaderName: "x:y"},
-		"unknown transport":  {Transport: 8},
-		"sub-second max age": {MaxAge: time.Millisecond},
-		"negative max age":   {MaxAge: -time.Second},
-		"unknown policy":     {BadToken: 9},
+		"no key":             {},
+		"key and unsigned":   {Codec: pgreplica.TokenCodec{Key: key}, Unsigned: true},
+		"store without key":  {Unsigned: true, Store: pgreplicahttp.NewMemoryStore(0)},
+		"key without store":  {Unsigned: true, StoreKey: func(*http.Request) (string, bool) { return "", false }},
+		"bad cookie name":    {Unsigned: true, CookieName: "a b"},
+		"bad header name":    {Unsigned: true, HeaderName: "x:y"},
+		"unknown transport":  {Unsigned: true, Transport: 8},
+		"sub-second max age": {Unsigned: true, MaxAge: time.Millisecond},
+		"negative max age":   {Unsigned: true, MaxAge: -time.Second},
+		"unknown policy":     {Unsigned: true, BadToken: 9},
 	} {
 		t.Run(name, func(t *testing.T) {
+			mw, err := pgreplicahttp.New(o)
+			if mw != nil || err == nil || !strings.HasPrefix(err.Error(), "pgreplicahttp: ") {
+				t.Fatalf("New: %v", err)
+			}
+			if noKey := errors.Is(err, pgreplica.ErrNoTokenKey); noKey != (name == "no key") {
+				t.Errorf("New: %v; matches ErrNoTokenKey: %v", err, noKey)
+			}
 			defer func() {
-				if r := recover(); r == nil || !strings.HasPrefix(r.(string), "pgreplicahttp: ") {
-					t.Fatalf("recovered %v", r)
+				if r := recover(); r != err && (r == nil || r.(error).Error() != err.Error()) {
+					t.Fatalf("Middleware panicked with %v, want New's error %v", r, err)
 				}
 			}()
 			pgreplicahttp.Middleware(o)
 		})
+	}
+	for name, o := range map[string]pgreplicahttp.Options{
+		"key":      {Codec: pgreplica.TokenCodec{Key: key}},
+		"unsigned": {Unsigned: true},
+	} {
+		if _, err := pgreplicahttp.New(o); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
 func TestCookieOptions(t *testing.T) {
 	var s seen
 	h := pgreplicahttp.Middleware(pgreplicahttp.Options{
+		Unsigned:   true,
 		CookieName: "rw", CookiePath: "/app", CookieDomain: "example.com",
 		CookieInsecure: true, MaxAge: 90 * time.Second,
 	})(app(t, &s, 5, false))
@@ -312,6 +343,7 @@ func TestStoreErrorsNeverFailTheRequest(t *testing.T) {
 	var s seen
 	var logs bytes.Buffer
 	h := pgreplicahttp.Middleware(pgreplicahttp.Options{
+		Unsigned: true,
 		Store:    failingStore{},
 		StoreKey: func(*http.Request) (string, bool) { return "u1", true },
 		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
@@ -334,7 +366,7 @@ func xUser(r *http.Request) (string, bool) {
 func TestStoreSharesAcrossClients(t *testing.T) {
 	var s seen
 	store := pgreplicahttp.NewMemoryStore(0)
-	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Store: store, StoreKey: xUser})(app(t, &s, 0xABC, false))
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true, Store: store, StoreKey: xUser})(app(t, &s, 0xABC, false))
 	as := func(user string) func(*http.Request) {
 		return func(r *http.Request) { r.Header.Set("X-User", user) }
 	}
@@ -356,7 +388,7 @@ func TestStoreSharesAcrossClients(t *testing.T) {
 
 func TestStoreAfterHeadersAndPanics(t *testing.T) {
 	store := pgreplicahttp.NewMemoryStore(0)
-	mw := pgreplicahttp.Middleware(pgreplicahttp.Options{Store: store, StoreKey: xUser})
+	mw := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true, Store: store, StoreKey: xUser})
 	req := func(user string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
 		r.Header.Set("X-User", user)
@@ -392,7 +424,7 @@ func TestStoreAfterHeadersAndPanics(t *testing.T) {
 func TestStoredBeforeRedirectLeaves(t *testing.T) {
 	store := pgreplicahttp.NewMemoryStore(0)
 	release := make(chan struct{})
-	srv := httptest.NewServer(pgreplicahttp.Middleware(pgreplicahttp.Options{Store: store, StoreKey: xUser})(
+	srv := httptest.NewServer(pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true, Store: store, StoreKey: xUser})(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fakeWrite(t, r, 0x77)
 			w.Header().Set("Location", "/next")
@@ -428,7 +460,7 @@ func TestSeveralClusters(t *testing.T) {
 		}
 	}
 	var got pgreplica.Token
-	h := pgreplicahttp.Middleware(pgreplicahttp.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = pgreplica.SessionFrom(r.Context()).Snapshot()
 		if r.Method == http.MethodPost {
 			write(r, a, 0x7_00000000)
@@ -446,7 +478,7 @@ func TestSeveralClusters(t *testing.T) {
 
 	// A POST that writes only to b, below what the cookie has for a, still
 	// writes the token back: the session advanced on b.
-	h = pgreplicahttp.Middleware(pgreplicahttp.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h = pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		write(r, b, 0x400)
 	}))
 	resp := serve(h, http.MethodPost, func(r *http.Request) {
@@ -462,7 +494,7 @@ func TestSeveralClusters(t *testing.T) {
 
 	// Two tabs of one user write to different clusters; a third sees both.
 	store := pgreplicahttp.NewMemoryStore(0)
-	h = pgreplicahttp.Middleware(pgreplicahttp.Options{Store: store, StoreKey: xUser})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h = pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true, Store: store, StoreKey: xUser})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = pgreplica.SessionFrom(r.Context()).Snapshot()
 		switch r.URL.Query().Get("db") {
 		case "a":

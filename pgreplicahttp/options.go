@@ -1,6 +1,7 @@
 package pgreplicahttp
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -76,9 +77,10 @@ const (
 	DefaultStoreTimeout = time.Second
 )
 
-// Options configure Middleware. The zero value reads and writes an
-// unsigned token in a Secure, HttpOnly, SameSite=Lax cookie named
-// DefaultCookieName that lives DefaultMaxAge.
+// Options configure Middleware. Codec.Key is required unless Unsigned is
+// set. Otherwise the zero value reads and writes the token in a Secure,
+// HttpOnly, SameSite=Lax cookie named DefaultCookieName that lives
+// DefaultMaxAge.
 type Options struct {
 	// Transport selects the cookie, the header or both; zero means Cookie.
 	Transport Transport
@@ -88,11 +90,23 @@ type Options struct {
 	HeaderName string
 
 	// Codec encodes the tokens the middleware writes and decodes the ones
-	// it reads. Set Codec.Key (at least 32 random bytes, the same in every
-	// instance) so that clients cannot forge positions, and Codec.TTL so
-	// that a replayed token stops counting. The zero codec writes and
-	// accepts unsigned tokens without expiry.
+	// it reads. Codec.Key (at least 32 random bytes, the same in every
+	// instance; Codec.PreviousKeys while it rotates) keeps clients from
+	// forging positions, and Codec.TTL makes a replayed token stop
+	// counting. New refuses a codec without Key unless Unsigned is set.
 	Codec pgreplica.TokenCodec
+	// Unsigned lets the middleware run without Codec.Key: it then writes
+	// and accepts unsigned tokens, which any client can forge. For
+	// development and tests; with Codec.Key set it is an error.
+	Unsigned bool
+	// Check, when set, is run on every token a client sends once it
+	// decoded; a token it returns an error for is a bad token (BadToken
+	// says what happens). pgreplica.TokenCheck(db) refuses a token with a
+	// position ahead of everything the primary has written, or one of
+	// another cluster (another deployment's): set it to that. Without it
+	// such a token is taken, and costs the requests that bring it no more
+	// than a token of the primary's newest write (see pgreplica.Token).
+	Check func(ctx context.Context, t pgreplica.Token) error
 
 	// MaxAge is the cookie's Max-Age; zero means DefaultMaxAge. A token
 	// only matters until every replica has replayed its position, which
@@ -142,9 +156,15 @@ type Options struct {
 }
 
 // withDefaults validates o and fills in the defaults. Invalid options are
-// programming errors, reported by Middleware with a panic, like an invalid
-// pattern given to http.ServeMux.
+// programming errors, reported by New with an error and by Middleware with
+// a panic, like an invalid pattern given to http.ServeMux.
 func (o Options) withDefaults() (Options, error) {
+	switch {
+	case len(o.Codec.Key) == 0 && !o.Unsigned:
+		return o, fmt.Errorf("Options.Codec.Key is empty and Options.Unsigned is not set: %w", pgreplica.ErrNoTokenKey)
+	case len(o.Codec.Key) > 0 && o.Unsigned:
+		return o, fmt.Errorf("Options.Unsigned is set with Options.Codec.Key: choose one")
+	}
 	if o.Transport == 0 {
 		o.Transport = Cookie
 	}

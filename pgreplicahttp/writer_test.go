@@ -29,7 +29,7 @@ func TestWrapperKeepsInterfaces(t *testing.T) {
 	check := func(t *testing.T, deadlines bool, serve func(http.Handler)) {
 		var outer, inner caps
 		var deadlineErr error
-		mw := pgreplicahttp.Middleware(pgreplicahttp.Options{})
+		mw := pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true})
 		serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			outer.flush, outer.hijack, outer.readFrom, outer.push = capabilities(w)
 			mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +86,7 @@ func get(t *testing.T, c *http.Client, url string) *http.Response {
 // headers that the first Flush sends, before the body is complete.
 func TestFlushSendsCookie(t *testing.T) {
 	release := make(chan struct{})
-	srv := httptest.NewServer(pgreplicahttp.Middleware(pgreplicahttp.Options{CookieInsecure: true})(
+	srv := httptest.NewServer(pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true, CookieInsecure: true})(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fakeWrite(t, r, 0x1234)
 			io.WriteString(w, "first\n")
@@ -120,6 +120,7 @@ func TestFlushSendsCookie(t *testing.T) {
 func TestHijack(t *testing.T) {
 	store := pgreplicahttp.NewMemoryStore(0)
 	srv := httptest.NewServer(pgreplicahttp.Middleware(pgreplicahttp.Options{
+		Unsigned: true,
 		Store:    store,
 		StoreKey: func(*http.Request) (string, bool) { return "hijacker", true },
 	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +152,7 @@ func TestHijack(t *testing.T) {
 // TestReadFromAndInformational: io.ReaderFrom and an informational 103
 // before the final status both leave the token in the final headers.
 func TestReadFromAndInformational(t *testing.T) {
-	srv := httptest.NewServer(pgreplicahttp.Middleware(pgreplicahttp.Options{CookieInsecure: true})(
+	srv := httptest.NewServer(pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true, CookieInsecure: true})(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Link", "</style.css>; rel=preload")
 			w.WriteHeader(http.StatusEarlyHints)

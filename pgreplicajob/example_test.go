@@ -23,7 +23,8 @@ type sendReceipt struct {
 // even when every replica lags. (Compile-only: it needs a cluster.)
 func Example() {
 	const dsn = "postgres://app@db1,db2,db3/shop?sslmode=disable"
-	queue := make(chan []byte, 1) // stands in for a message broker
+	key := []byte("a secret of at least 32 random bytes") // the same in producer and worker
+	queue := make(chan []byte, 1)                         // stands in for a message broker
 
 	// Producer.
 	producerDB, err := sql.Open("pgreplica", dsn)
@@ -37,7 +38,11 @@ func Example() {
 		"INSERT INTO orders (total) VALUES (42) RETURNING id").Scan(&orderID); err != nil {
 		log.Fatal(err)
 	}
-	msg, _ := json.Marshal(sendReceipt{OrderID: orderID, Token: pgreplicajob.Inject(ctx)})
+	producer, err := pgreplicajob.New(pgreplicajob.Options{Codec: pgreplica.TokenCodec{Key: key}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	msg, _ := json.Marshal(sendReceipt{OrderID: orderID, Token: producer.Inject(ctx)})
 	queue <- msg
 
 	// Worker.
@@ -50,7 +55,14 @@ func Example() {
 	if err := json.Unmarshal(<-queue, &job); err != nil {
 		log.Fatal(err)
 	}
-	wctx, err := pgreplicajob.Extract(context.Background(), job.Token)
+	worker, err := pgreplicajob.New(pgreplicajob.Options{
+		Codec: pgreplica.TokenCodec{Key: key},
+		Check: pgreplica.TokenCheck(workerDB), // no position ahead of the primary's
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	wctx, err := worker.Extract(context.Background(), job.Token)
 	if err != nil {
 		// Forged or expired: this job must not miss the order, so read
 		// it on the primary.
@@ -66,17 +78,23 @@ func Example() {
 
 // The token can also travel in message headers (Kafka, AMQP, NATS and
 // most brokers have them).
-func ExampleInjectHeader() {
+func ExampleCarrier_InjectHeader() {
+	c, err := pgreplicajob.New(pgreplicajob.Options{
+		Codec: pgreplica.TokenCodec{Key: []byte("a secret of at least 32 random bytes")},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	// The producer's write advanced its session; a Merge stands in for it.
 	s := pgreplica.NewSession()
 	s.Merge(pgreplica.Token{LSN: 0x16_B374D848})
 	ctx := pgreplica.WithSession(context.Background(), s)
 
 	headers := map[string]string{"content-type": "application/json"}
-	pgreplicajob.InjectHeader(ctx, headers)
+	c.InjectHeader(ctx, headers)
 
 	// The worker.
-	wctx, err := pgreplicajob.ExtractHeader(context.Background(), headers)
+	wctx, err := c.ExtractHeader(context.Background(), headers)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -84,19 +102,25 @@ func ExampleInjectHeader() {
 	// Output: 16/B374D848
 }
 
-// Sign the tokens when a message passes through hands that should not
-// choose positions, and let them expire.
-func ExampleCarrier() {
-	c := pgreplicajob.Carrier{Codec: pgreplica.TokenCodec{Key: []byte("a secret of at least 32 random bytes")}}
+// Tokens are signed: a Carrier with another key (or none, told to accept
+// unsigned tokens) refuses them, and New refuses to make a Carrier without
+// a key unless Unsigned says so.
+func ExampleNew() {
+	key := []byte("a secret of at least 32 random bytes")
+	c, _ := pgreplicajob.New(pgreplicajob.Options{Codec: pgreplica.TokenCodec{Key: key}})
 	s := pgreplica.NewSession()
 	s.Merge(pgreplica.Token{LSN: 0x2A})
 	tok := c.Inject(pgreplica.WithSession(context.Background(), s))
 
-	_, err := pgreplicajob.Extract(context.Background(), tok) // without the key
+	unsigned, _ := pgreplicajob.New(pgreplicajob.Options{Unsigned: true}) // development only
+	_, err := unsigned.Extract(context.Background(), tok)
 	fmt.Println(err)
 	wctx, err := c.Extract(context.Background(), tok)
 	fmt.Println(pgreplica.SessionFrom(wctx).LSN(), err)
+	_, err = pgreplicajob.New(pgreplicajob.Options{})
+	fmt.Println(errors.Is(err, pgreplica.ErrNoTokenKey))
 	// Output:
 	// pgreplicajob: job token: pgreplica: bad token: signed token needs a key
 	// 0/2A <nil>
+	// true
 }

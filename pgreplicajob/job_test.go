@@ -4,12 +4,33 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/pgreplicajob"
 )
+
+// dev is a Carrier of unsigned tokens, which tests can read with
+// pgreplica.ParseToken.
+var dev = func() *pgreplicajob.Carrier {
+	c, err := pgreplicajob.New(pgreplicajob.Options{Unsigned: true})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}()
+
+// carrier returns the Carrier of opts, failing t on an error.
+func carrier(t *testing.T, opts pgreplicajob.Options) *pgreplicajob.Carrier {
+	t.Helper()
+	c, err := pgreplicajob.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // written returns a context whose session saw a write at lsn.
 func written(t *testing.T, lsn pgreplica.LSN) context.Context {
@@ -22,11 +43,11 @@ func written(t *testing.T, lsn pgreplica.LSN) context.Context {
 }
 
 func TestRoundTrip(t *testing.T) {
-	tok := pgreplicajob.Inject(written(t, 0x3_0000AB00))
+	tok := dev.Inject(written(t, 0x3_0000AB00))
 	if tok == "" {
 		t.Fatal("no token from a session that wrote")
 	}
-	ctx, err := pgreplicajob.Extract(context.Background(), tok)
+	ctx, err := dev.Extract(context.Background(), tok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +58,7 @@ func TestRoundTrip(t *testing.T) {
 	// The worker's own writes advance its session, so a follow-up job
 	// carries them too.
 	s.Merge(pgreplica.Token{LSN: 0x3_0000FF00})
-	next, _ := pgreplica.ParseToken(pgreplicajob.Inject(ctx))
+	next, _ := pgreplica.ParseToken(dev.Inject(ctx))
 	if next.LSN != 0x3_0000FF00 {
 		t.Fatalf("chained token at %v", next.LSN)
 	}
@@ -45,22 +66,22 @@ func TestRoundTrip(t *testing.T) {
 
 func TestNoToken(t *testing.T) {
 	bg := context.Background()
-	if tok := pgreplicajob.Inject(bg); tok != "" {
+	if tok := dev.Inject(bg); tok != "" {
 		t.Fatalf("token %q without a session", tok)
 	}
-	if tok := pgreplicajob.Inject(pgreplica.WithSession(bg, pgreplica.NewSession())); tok != "" {
+	if tok := dev.Inject(pgreplica.WithSession(bg, pgreplica.NewSession())); tok != "" {
 		t.Fatalf("token %q from a session with no position", tok)
 	}
-	ctx, err := pgreplicajob.Extract(bg, "")
+	ctx, err := dev.Extract(bg, "")
 	if err != nil || ctx != bg {
 		t.Fatalf("Extract(\"\") = %v, %v; want ctx unchanged", ctx, err)
 	}
-	ctx, err = pgreplicajob.ExtractHeader(bg, nil)
+	ctx, err = dev.ExtractHeader(bg, nil)
 	if err != nil || ctx != bg {
 		t.Fatalf("ExtractHeader(nil) = %v, %v", ctx, err)
 	}
 	h := map[string]string{}
-	pgreplicajob.InjectHeader(bg, h)
+	dev.InjectHeader(bg, h)
 	if len(h) != 0 {
 		t.Fatalf("InjectHeader without a token wrote %v", h)
 	}
@@ -70,14 +91,15 @@ func TestExtractMergesIntoExistingSession(t *testing.T) {
 	s := pgreplica.NewSession()
 	s.Merge(pgreplica.Token{LSN: 500})
 	ctx := pgreplica.WithSession(context.Background(), s)
-	out, err := pgreplicajob.Extract(ctx, pgreplicajob.Inject(written(t, 100)))
+	out, err := dev.Extract(ctx, dev.Inject(written(t, 100)))
 	if err != nil || pgreplica.SessionFrom(out) != s || s.LSN() != 500 {
 		t.Fatalf("session %p (want %p) at %v, %v", pgreplica.SessionFrom(out), s, s.LSN(), err)
 	}
 }
 
 func TestSignedCarrierAndHeaders(t *testing.T) {
-	c := pgreplicajob.Carrier{Codec: pgreplica.TokenCodec{Key: bytes.Repeat([]byte{9}, 32), TTL: time.Hour}, Header: "x-rw"}
+	key := bytes.Repeat([]byte{9}, 32)
+	c := carrier(t, pgreplicajob.Options{Codec: pgreplica.TokenCodec{Key: key, TTL: time.Hour}, Header: "x-rw"})
 	h := map[string]string{"other": "kept"}
 	c.InjectHeader(written(t, 77), h)
 	if h["x-rw"] == "" || h["other"] != "kept" || len(h) != 2 {
@@ -87,19 +109,66 @@ func TestSignedCarrierAndHeaders(t *testing.T) {
 	if err != nil || pgreplica.SessionFrom(ctx).LSN() != 77 {
 		t.Fatalf("signed header round trip: %v", err)
 	}
+	// Rotated: the new key signs, the old one still reads.
+	rotated := carrier(t, pgreplicajob.Options{Codec: pgreplica.TokenCodec{Key: bytes.Repeat([]byte{10}, 32), PreviousKeys: [][]byte{key}}, Header: "x-rw"})
+	if ctx, err := rotated.ExtractHeader(context.Background(), h); err != nil || pgreplica.SessionFrom(ctx).LSN() != 77 {
+		t.Fatalf("a token of the previous key: %v", err)
+	}
+	if _, err := c.Extract(context.Background(), rotated.Inject(written(t, 5))); !errors.Is(err, pgreplica.ErrBadToken) {
+		t.Fatalf("a token of the new key read with the old one only: %v", err)
+	}
 
 	bg := context.Background()
-	for name, carrier := range map[string]pgreplicajob.Carrier{
-		"wrong key": {Codec: pgreplica.TokenCodec{Key: bytes.Repeat([]byte{8}, 32)}, Header: "x-rw"},
-		"no key":    {Header: "x-rw"},
+	for name, carrier := range map[string]*pgreplicajob.Carrier{
+		"wrong key": carrier(t, pgreplicajob.Options{Codec: pgreplica.TokenCodec{Key: bytes.Repeat([]byte{8}, 32)}, Header: "x-rw"}),
+		"unsigned":  carrier(t, pgreplicajob.Options{Unsigned: true, Header: "x-rw"}),
 	} {
 		got, err := carrier.ExtractHeader(bg, h)
 		if !errors.Is(err, pgreplica.ErrBadToken) || got != bg {
 			t.Errorf("%s: %v, ctx changed %v", name, err, got != bg)
 		}
 	}
-	if _, err := pgreplicajob.Extract(bg, "garbage!"); !errors.Is(err, pgreplica.ErrBadToken) {
+	if _, err := dev.Extract(bg, "garbage!"); !errors.Is(err, pgreplica.ErrBadToken) {
 		t.Errorf("garbage: %v", err)
+	}
+}
+
+// TestNewNeedsKey: without a key New fails with ErrNoTokenKey unless
+// Unsigned says so; the zero Carrier carries nothing.
+func TestNewNeedsKey(t *testing.T) {
+	if c, err := pgreplicajob.New(pgreplicajob.Options{}); c != nil || !errors.Is(err, pgreplica.ErrNoTokenKey) {
+		t.Fatalf("New without a key: %v, %v", c, err)
+	}
+	if _, err := pgreplicajob.New(pgreplicajob.Options{Unsigned: true, Codec: pgreplica.TokenCodec{Key: []byte("k")}}); err == nil || errors.Is(err, pgreplica.ErrNoTokenKey) {
+		t.Fatalf("New with a key and Unsigned: %v", err)
+	}
+	var zero pgreplicajob.Carrier
+	if tok := zero.Inject(written(t, 9)); tok != "" {
+		t.Fatalf("the zero Carrier injected %q", tok)
+	}
+	if _, err := zero.Extract(context.Background(), dev.Inject(written(t, 9))); !errors.Is(err, pgreplica.ErrNoTokenKey) {
+		t.Fatalf("the zero Carrier's Extract: %v", err)
+	}
+}
+
+// TestCheckRefuses: a token Options.Check refuses is a bad token, and the
+// context comes back unchanged.
+func TestCheckRefuses(t *testing.T) {
+	refuse := fmt.Errorf("%w: refused by the check", pgreplica.ErrBadToken)
+	var checked pgreplica.Token
+	c := carrier(t, pgreplicajob.Options{Unsigned: true, Check: func(_ context.Context, tok pgreplica.Token) error {
+		checked = tok
+		if tok.LSN > 100 {
+			return refuse
+		}
+		return nil
+	}})
+	bg := context.Background()
+	if got, err := c.Extract(bg, c.Inject(written(t, 1000))); !errors.Is(err, refuse) || got != bg || checked.LSN != 1000 {
+		t.Fatalf("refused token: %v (checked %v)", err, checked.LSN)
+	}
+	if got, err := c.Extract(bg, c.Inject(written(t, 50))); err != nil || pgreplica.SessionFrom(got).LSN() != 50 {
+		t.Fatalf("accepted token: %v", err)
 	}
 }
 
@@ -112,12 +181,12 @@ func TestSeveralClusters(t *testing.T) {
 	producer := pgreplica.NewSession()
 	producer.Merge(pgreplica.Token{LSN: 0x9_00000000, SystemID: a}) // as the driver records writes
 	producer.Merge(pgreplica.Token{LSN: 0x500, SystemID: b})
-	tok := pgreplicajob.Inject(pgreplica.WithSession(context.Background(), producer))
+	tok := dev.Inject(pgreplica.WithSession(context.Background(), producer))
 
 	worker := pgreplica.NewSession()
 	worker.Merge(pgreplica.Token{LSN: 5, SystemID: 333})
 	ctx := pgreplica.WithSession(context.Background(), worker)
-	got, err := pgreplicajob.Extract(ctx, tok)
+	got, err := dev.Extract(ctx, tok)
 	if err != nil || pgreplica.SessionFrom(got) != worker {
 		t.Fatalf("Extract: %v", err)
 	}
@@ -131,7 +200,7 @@ func TestSeveralClusters(t *testing.T) {
 	// still injects a token.
 	s := pgreplica.NewSession()
 	s.Merge(pgreplica.Token{SystemID: a, Others: []pgreplica.Position{{SystemID: b, LSN: 7}}})
-	if tok := pgreplicajob.Inject(pgreplica.WithSession(context.Background(), s)); tok == "" {
+	if tok := dev.Inject(pgreplica.WithSession(context.Background(), s)); tok == "" {
 		t.Fatal("no token for a write on the second cluster")
 	}
 }

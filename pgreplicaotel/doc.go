@@ -13,11 +13,17 @@
 //
 // Instruments (attributes in braces):
 //
-//	pgreplica.reads{route}                    counter {read}: route is replica, primary or fallback
-//	pgreplica.read.fallbacks{reason}          counter {read}: reason is timeout or no_replica
+//	pgreplica.reads{route}                    counter {read}: route is replica, primary, fallback or recent_write
+//	pgreplica.read.fallbacks{reason}          counter {read}: reason is timeout, no_replica or conflict
+//	pgreplica.read.fallbacks.rejected         counter {read}: refused with ErrFallbackLimit
+//	pgreplica.read.fallbacks.peak             gauge {read}: most fallback reads on the primary at once
 //	pgreplica.read.failures{reason}           counter {read}: ErrNoFreshReplica returned (FallbackError)
+//	pgreplica.stale_reads                     counter {read}: FallbackStale reads beyond the lag bounds
+//	pgreplica.read.conflicts_avoided          counter {read}: sent to the primary for their conflicts
+//	pgreplica.primary.visibility_waits        counter {read}: session reads that waited for the primary to show a commit
 //	pgreplica.read.retries{kind}              counter {retry}: kind is conflict, read_only or conn_lost
 //	pgreplica.read.hedges{outcome}            counter {read}: outcome is won, lost or denied
+//	pgreplica.replay_checks{where}            counter {check}: where is before (a round trip) or in_flight
 //	pgreplica.tokened_reads                   counter {read}: reads with a position requirement
 //	pgreplica.tokened_read.fallbacks          counter {read}: of those, fell back or failed
 //	pgreplica.lsn.captures                    counter {write}: writes whose commit LSN was captured
@@ -31,7 +37,9 @@
 //	pgreplica.node.replay_paused{node,zone}   gauge, replicas only: 1 if replay is paused
 //
 // node is host:port as in the DSN, zone the host's zone (empty unless
-// configured). WithAttributes adds attributes to every observation.
+// configured). WithAttributes adds attributes to every observation. Every
+// counter of Stats is reported (a test holds Register to that);
+// Stats.TokenedFallbackRatio is the ratio below, over the connector's life.
 //
 // The attribute keys are those of the Prometheus collector in
 // pgreplicaprom, and when OpenTelemetry's Prometheus exporter adds unit and

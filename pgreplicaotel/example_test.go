@@ -78,12 +78,18 @@ func ExampleRegister() {
 	// pgreplica.node.reads_eligible
 	// pgreplica.node.role
 	// pgreplica.node.up
+	// pgreplica.primary.visibility_waits {read}
+	// pgreplica.read.conflicts_avoided {read}
 	// pgreplica.read.failures {read}
 	// pgreplica.read.fallbacks {read}
+	// pgreplica.read.fallbacks.peak {read}
+	// pgreplica.read.fallbacks.rejected {read}
 	// pgreplica.read.hedges {read}
 	// pgreplica.read.retries {retry}
 	// pgreplica.reads {read}
+	// pgreplica.replay_checks {check}
 	// pgreplica.replica.wait.time s
+	// pgreplica.stale_reads {read}
 	// pgreplica.tokened_read.fallbacks {read}
 	// pgreplica.tokened_reads {read}
 }

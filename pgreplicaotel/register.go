@@ -18,9 +18,12 @@ var errNil = errors.New("pgreplicaotel: Register needs a *pgreplica.Connector an
 // instruments are the observable instruments one callback reports.
 type instruments struct {
 	reads, fallbacks, failures, retries  metric.Int64ObservableCounter
-	hedges                               metric.Int64ObservableCounter
+	hedges, rejected, staleReads         metric.Int64ObservableCounter
+	conflictsAvoided, visibilityWaits    metric.Int64ObservableCounter
+	replayChecks                         metric.Int64ObservableCounter
 	tokened, tokenedFallbacks, captures  metric.Int64ObservableCounter
 	waitTime                             metric.Float64ObservableCounter
+	fallbackPeak                         metric.Int64ObservableGauge
 	up, role, eligible, lagBytes, paused metric.Int64ObservableGauge
 	rtt, lagTime                         metric.Float64ObservableGauge
 }
@@ -34,6 +37,11 @@ func Register(c *pgreplica.Connector, mp metric.MeterProvider, opts ...Option) (
 	if c == nil || mp == nil {
 		return nil, errNil
 	}
+	return register(c.Stats, mp, opts...)
+}
+
+// register is Register over what stats returns.
+func register(stats func() pgreplica.Stats, mp metric.MeterProvider, opts ...Option) (metric.Registration, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -43,9 +51,10 @@ func Register(c *pgreplica.Connector, mp metric.MeterProvider, opts ...Option) (
 	if err != nil {
 		return nil, fmt.Errorf("pgreplicaotel: %w", err)
 	}
-	r := &reporter{conn: c, in: in, extra: o.attrs}
+	r := &reporter{stats: stats, in: in, extra: o.attrs}
 	reg, err := m.RegisterCallback(r.observe,
 		in.reads, in.fallbacks, in.failures, in.retries, in.hedges, in.tokened, in.tokenedFallbacks, in.captures,
+		in.rejected, in.staleReads, in.conflictsAvoided, in.visibilityWaits, in.replayChecks, in.fallbackPeak,
 		in.waitTime, in.up, in.role, in.eligible, in.lagBytes, in.paused, in.rtt, in.lagTime)
 	if err != nil {
 		return nil, fmt.Errorf("pgreplicaotel: register callback: %w", err)
@@ -86,6 +95,18 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 			"Replica reads retried before returning a row, by kind (conflict, read_only, conn_lost)."),
 		hedges: counter("pgreplica.read.hedges", "{read}",
 			"Replica reads also sent to a second replica, by outcome (won, lost), and hedges the budget refused (denied)."),
+		rejected: counter("pgreplica.read.fallbacks.rejected", "{read}",
+			"Reads refused with ErrFallbackLimit: they queued for one of the MaxPrimaryFallbacks slots on the primary until FallbackWait or their context ended."),
+		fallbackPeak: gauge("pgreplica.read.fallbacks.peak", "{read}",
+			"The most reads that were on the primary as fallbacks at once since the connector started; never above MaxPrimaryFallbacks."),
+		staleReads: counter("pgreplica.stale_reads", "{read}",
+			"Reads FallbackStale served on a replica beyond the lag bounds (within StaleFallbackLag); they count in pgreplica.reads{route=replica} too."),
+		conflictsAvoided: counter("pgreplica.read.conflicts_avoided", "{read}",
+			"Reads sent straight to the primary because their statement kept conflicting with replay on the replicas in the last minute; they count in pgreplica.read.fallbacks{reason=conflict} too."),
+		visibilityWaits: counter("pgreplica.primary.visibility_waits", "{read}",
+			"Session reads on the primary that waited for it to show a commit a replica had already shown the session."),
+		replayChecks: counter("pgreplica.replay_checks", "{check}",
+			"Replay checks that proved reads fresh, by where they ran (before: a round trip before the read; in_flight: in the read's own flight)."),
 		tokened: counter("pgreplica.tokened_reads", "{read}",
 			"Reads with a position requirement (session, token or process watermark)."),
 		tokenedFallbacks: counter("pgreplica.tokened_read.fallbacks", "{read}",
@@ -117,7 +138,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 
 // reporter observes one connector's Stats.
 type reporter struct {
-	conn  *pgreplica.Connector
+	stats func() pgreplica.Stats // the connector's Stats
 	in    *instruments
 	extra []attribute.KeyValue
 }
@@ -128,7 +149,7 @@ func (r *reporter) set(kv ...attribute.KeyValue) metric.MeasurementOption {
 }
 
 func (r *reporter) observe(_ context.Context, o metric.Observer) error {
-	s := r.conn.Stats()
+	s := r.stats()
 	in := r.in
 	o.ObserveInt64(in.reads, s.ReplicaReads, r.set(attribute.String("route", "replica")))
 	o.ObserveInt64(in.reads, s.PrimaryReads, r.set(attribute.String("route", "primary")))
@@ -146,6 +167,13 @@ func (r *reporter) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.hedges, s.HedgeWins, r.set(attribute.String("outcome", "won")))
 	o.ObserveInt64(in.hedges, s.Hedges-s.HedgeWins, r.set(attribute.String("outcome", "lost")))
 	o.ObserveInt64(in.hedges, s.HedgesDenied, r.set(attribute.String("outcome", "denied")))
+	o.ObserveInt64(in.rejected, s.FallbackRejected, r.set())
+	o.ObserveInt64(in.fallbackPeak, s.FallbackPeak, r.set())
+	o.ObserveInt64(in.staleReads, s.StaleReads, r.set())
+	o.ObserveInt64(in.conflictsAvoided, s.ConflictsAvoided, r.set())
+	o.ObserveInt64(in.visibilityWaits, s.PrimaryVisibilityWaits, r.set())
+	o.ObserveInt64(in.replayChecks, s.ReplayChecks, r.set(attribute.String("where", "before")))
+	o.ObserveInt64(in.replayChecks, s.FlightChecks, r.set(attribute.String("where", "in_flight")))
 	o.ObserveInt64(in.tokened, s.TokenedReads, r.set())
 	o.ObserveInt64(in.tokenedFallbacks, s.TokenedFallbacks, r.set())
 	o.ObserveInt64(in.captures, s.LSNCaptures, r.set())

@@ -68,13 +68,15 @@ func (o *batchOp) RunGuarded(c *pgx.Conn, need pgxroute.Need) (uint64, error) {
 	for _, q := range o.b.QueuedQueries {
 		g.QueuedQueries = append(g.QueuedQueries, &pgx.QueuedQuery{SQL: q.SQL, Arguments: q.Arguments, Fn: q.Fn})
 	}
-	br := c.SendBatch(o.ctx, g)
+	ctx, flight := need.Trace.Flight(o.ctx, o.b) // traced as the caller's batch
+	br := c.SendBatch(ctx, g)
 	var replayed pgreplica.LSN
 	if err := br.QueryRow().Scan(&replayed); err != nil {
 		br.Close()
 		return 0, err
 	}
 	if !need.Met(uint64(replayed)) {
+		flight.Drop(pgxroute.ErrBehind)
 		for range o.b.QueuedQueries {
 			if _, err := br.Exec(); err != nil {
 				break

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/tracelog"
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/pgreplicapgx"
@@ -34,6 +36,69 @@ func Example() {
 	if err := pool.QueryRow(ctx, "SELECT name FROM items WHERE id = $1", id).Scan(&name); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// A program written for pgxpool with a tracer, types registered on each
+// connection and a password fetched per connection switches by its
+// package name alone: ParseConfig, the hooks, NewWithConfig. Every
+// connection of the application's statements runs them, on the primary
+// and on the replicas.
+func Example_pgxpoolConfig() {
+	ctx := context.Background()
+	cfg, err := pgreplicapgx.ParseConfig("postgres://app@db1,db2,db3/shop?sslmode=disable&pool_max_conns=20") // was pgxpool.ParseConfig
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = &tracelog.TraceLog{
+		Logger:   tracelog.LoggerFunc(func(_ context.Context, _ tracelog.LogLevel, msg string, data map[string]any) { log.Println(msg, data) }),
+		LogLevel: tracelog.LogLevelInfo,
+	}
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.Password = os.Getenv("SHOP_DB_PASSWORD") // read again for every new connection: rotations apply
+		return nil
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		for _, name := range []string{"mood", "_mood"} { // an enum and its array
+			t, err := c.LoadType(ctx, name)
+			if err != nil {
+				return err
+			}
+			c.TypeMap().RegisterType(t)
+		}
+		_, err := c.Exec(ctx, "SET statement_timeout = '5s'")
+		return err
+	}
+	pool, err := pgreplicapgx.NewWithConfig(ctx, cfg) // was pgxpool.NewWithConfig
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	var moods []string
+	if err := pool.QueryRow(ctx, "SELECT array_agg(mood) FROM people").Scan(&moods); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(moods)
+}
+
+// ParseConfig splits a DSN as pgxpool.ParseConfig does: the connection
+// settings into ConnConfig, the pool's into their pgxpool fields, and
+// pgreplica's own into Routing.
+func ExampleParseConfig() {
+	cfg, err := pgreplicapgx.ParseConfig("postgres://app@db1,db2:5433/shop?sslmode=disable&application_name=shop" +
+		"&pool_max_conns=20&pgreplica_wait_budget=100ms")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(cfg.ConnConfig.User, cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Fallbacks[0].Host,
+		cfg.ConnConfig.RuntimeParams["application_name"])
+	fmt.Println(cfg.MaxConns, len(cfg.Routing.Hosts), cfg.Routing.WaitBudget)
+	_, err = pgreplicapgx.ParseConfig("postgres://app@db1,db2/shop?pool_min_conns=2")
+	fmt.Println(errors.Is(err, pgreplica.ErrBadDSN))
+	// Output:
+	// app shop db1 db2 shop
+	// 20 2 100ms
+	// true
 }
 
 // Bad input fails with pgreplica's typed errors, before anything connects.

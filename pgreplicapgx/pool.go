@@ -24,29 +24,41 @@ type Pool struct {
 	slab atomic.Pointer[rowsSlab]
 }
 
-// New parses a pgreplica DSN (see pgreplica.ParseDSN: a multi-host
-// PostgreSQL URL or key/value string plus pgreplica_* options) and returns
-// a Pool. Like pgxpool.New it does not connect: the first call (or Ping)
-// discovers the roles of the hosts.
+// New parses a pgreplica DSN (see ParseConfig) and returns a Pool. Like
+// pgxpool.New it does not connect: the first call (or Ping) discovers
+// the roles of the hosts.
 func New(ctx context.Context, dsn string) (*Pool, error) {
-	cfg, err := pgreplica.ParseDSN(dsn)
+	rc, err := parseRouting(dsn)
 	if err != nil {
 		return nil, err
 	}
+	// No ConnConfig: each server's is parsed from the DSN, as the
+	// driver's are, so that the handle shares the monitor's connections
+	// with a *sql.DB on the same DSN (see pgreplica.PgxHooks).
+	cfg := &Config{Routing: rc}
+	cfg.takePoolSettings()
 	return NewWithConfig(ctx, cfg)
 }
 
-// NewWithConfig returns a Pool for cfg. The handle talks pgx's protocol,
-// so the inner driver is pgx: cfg.Driver must be empty or
-// pgreplica.DriverPgx.
-func NewWithConfig(_ context.Context, cfg pgreplica.Config) (*Pool, error) {
-	switch cfg.Driver {
-	case "", pgreplica.DriverPgx:
-		cfg.Driver = pgreplica.DriverPgx
-	default:
-		return nil, fmt.Errorf("%w: pgreplicapgx needs the pgx inner driver, not %q", pgreplica.ErrBadConfig, cfg.Driver)
+// NewWithConfig returns a Pool for cfg (see ParseConfig), as
+// pgxpool.NewWithConfig does. The handle talks pgx's protocol, so the
+// inner driver is pgx: cfg.Routing.Driver must be empty or
+// pgreplica.DriverPgx. Like pgxpool.NewWithConfig it does not connect.
+func NewWithConfig(_ context.Context, cfg *Config) (*Pool, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: NewWithConfig needs a Config (from ParseConfig)", pgreplica.ErrBadConfig)
 	}
-	c, err := pgreplica.NewConnector(cfg)
+	rc, err := cfg.routing()
+	if err != nil {
+		return nil, err
+	}
+	switch rc.Driver {
+	case "", pgreplica.DriverPgx:
+		rc.Driver = pgreplica.DriverPgx
+	default:
+		return nil, fmt.Errorf("%w: pgreplicapgx needs the pgx inner driver, not %q", pgreplica.ErrBadConfig, rc.Driver)
+	}
+	c, err := pgreplica.NewConnector(rc)
 	if err != nil {
 		return nil, err
 	}

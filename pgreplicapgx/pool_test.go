@@ -50,7 +50,7 @@ func TestBeginsTx(t *testing.T) {
 // reported by the first call.
 func TestNewRefusesWithoutConnecting(t *testing.T) {
 	ctx := context.Background()
-	if _, err := NewWithConfig(ctx, pgreplica.Config{Driver: pgreplica.DriverPq}); !errors.Is(err, pgreplica.ErrBadConfig) {
+	if _, err := NewWithConfig(ctx, &Config{Routing: pgreplica.Config{Hosts: []pgreplica.Host{{Addr: "h"}}, Driver: pgreplica.DriverPq}}); !errors.Is(err, pgreplica.ErrBadConfig) {
 		t.Errorf("lib/pq: %v, want ErrBadConfig", err)
 	}
 	if _, err := New(ctx, "postgres://%zz@h/db"); !errors.Is(err, pgreplica.ErrBadDSN) {

@@ -34,7 +34,14 @@ func (o *txOp) Run(c *pgx.Conn) (err error) {
 // handle's (replicaTx). When the replica has not replayed need, the
 // transaction is rolled back and it reports pgxroute.ErrBehind.
 func (o *txOp) RunGuarded(c *pgx.Conn, need pgxroute.Need) (uint64, error) {
-	replayed, err := beginChecked(o.ctx, c.PgConn(), beginSQL(o.opts))
+	begin := beginSQL(o.opts)
+	ctx, span := need.Trace.StartQuery(o.ctx, c, begin, nil) // the BEGIN, as pgx's BeginTx traces it
+	replayed, err := beginChecked(ctx, c.PgConn(), begin)
+	if err != nil {
+		span.End(pgconn.CommandTag{}, err)
+	} else {
+		span.End(pgconn.NewCommandTag("BEGIN"), nil)
+	}
 	if err == nil && !need.Met(uint64(replayed)) {
 		err = pgxroute.ErrBehind
 	}

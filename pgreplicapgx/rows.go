@@ -88,6 +88,7 @@ func (r *rows) startGuarded(ctx context.Context, c *pgx.Conn, sql string, args [
 	b := &pgx.Batch{}
 	b.Queue(replaySQL)
 	b.Queue(sql, args...)
+	ctx, flight := need.Trace.Flight(ctx, nil) // traced as the query alone
 	br := c.SendBatch(ctx, b)
 	var replayed pgreplica.LSN
 	if err := br.QueryRow().Scan(&replayed); err != nil {
@@ -95,6 +96,7 @@ func (r *rows) startGuarded(ctx context.Context, c *pgx.Conn, sql string, args [
 		return 0, err
 	}
 	if !need.Met(uint64(replayed)) {
+		flight.Drop(pgxroute.ErrBehind)
 		return uint64(replayed), errors.Join(pgxroute.ErrBehind, br.Close())
 	}
 	inner, err := br.Query()

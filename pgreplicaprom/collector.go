@@ -10,11 +10,14 @@ import (
 // with each other. It holds no state of its own and is safe for
 // concurrent scrapes.
 type Collector struct {
-	conn *pgreplica.Connector
+	stats func() pgreplica.Stats // the connector's Stats
 
 	reads, fallbacks, failed            *prometheus.Desc
 	tokened, tokenedFallbacks, captures *prometheus.Desc
 	retries, hedges, wait               *prometheus.Desc
+	rejected, fallbackPeak, staleReads  *prometheus.Desc
+	conflictsAvoided, visibilityWaits   *prometheus.Desc
+	replayChecks                        *prometheus.Desc
 
 	nodeUp, nodeRole, lagBytes, lagSeconds *prometheus.Desc
 	paused, eligible, rtt                  *prometheus.Desc
@@ -29,6 +32,11 @@ func NewCollector(c *pgreplica.Connector, opts ...Option) *Collector {
 	if c == nil {
 		panic("pgreplicaprom: NewCollector with a nil *pgreplica.Connector")
 	}
+	return newCollector(c.Stats, opts...)
+}
+
+// newCollector returns a collector over what stats returns.
+func newCollector(stats func() pgreplica.Stats, opts ...Option) *Collector {
 	o := options{namespace: DefaultNamespace}
 	for _, opt := range opts {
 		opt(&o)
@@ -38,7 +46,7 @@ func NewCollector(c *pgreplica.Connector, opts ...Option) *Collector {
 	}
 	node := []string{"node", "zone"}
 	return &Collector{
-		conn: c,
+		stats: stats,
 
 		reads: desc("reads_total",
 			"Reads by where they ran: replica, primary (required by the statement or context), fallback (primary because no replica qualified), or recent_write (primary because the read needed a write too young for any replica).", "route"),
@@ -58,6 +66,18 @@ func NewCollector(c *pgreplica.Connector, opts ...Option) *Collector {
 			"Replica reads also sent to a second replica because the first had not answered within the hedge delay, by outcome (won: the second answered first; lost: the first did), and hedges the budget refused (denied).", "outcome"),
 		wait: desc("replica_wait_seconds",
 			"Time reads with a position requirement spent finding a replica fresh enough."),
+		rejected: desc("read_fallbacks_rejected_total",
+			"Reads refused with ErrFallbackLimit: they queued for one of the MaxPrimaryFallbacks slots on the primary until FallbackWait or their context ended."),
+		fallbackPeak: desc("read_fallbacks_peak",
+			"The most reads that were on the primary as fallbacks at once since the connector started; never above MaxPrimaryFallbacks."),
+		staleReads: desc("stale_reads_total",
+			"Reads FallbackStale served on a replica beyond the lag bounds (within StaleFallbackLag); they count in reads_total{route=\"replica\"} too."),
+		conflictsAvoided: desc("read_conflicts_avoided_total",
+			"Reads sent straight to the primary because their statement kept conflicting with replay on the replicas in the last minute; they count in read_fallbacks_total{reason=\"conflict\"} too."),
+		visibilityWaits: desc("primary_visibility_waits_total",
+			"Session reads on the primary that waited for it to show a commit a replica had already shown the session."),
+		replayChecks: desc("replay_checks_total",
+			"Replay checks that proved reads fresh, by where they ran (before: a round trip before the read; in_flight: in the read's own flight, at no round trip of its own).", "where"),
 
 		nodeUp: desc("node_up",
 			"1 if the node answered its last probe, 0 if the probe failed or none ran yet.", node...),
@@ -80,6 +100,7 @@ func NewCollector(c *pgreplica.Connector, opts ...Option) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.reads, c.fallbacks, c.failed, c.tokened, c.tokenedFallbacks, c.captures, c.retries, c.hedges, c.wait,
+		c.rejected, c.fallbackPeak, c.staleReads, c.conflictsAvoided, c.visibilityWaits, c.replayChecks,
 		c.nodeUp, c.nodeRole, c.lagBytes, c.lagSeconds, c.paused, c.eligible, c.rtt,
 	} {
 		ch <- d
@@ -88,7 +109,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads one Stats snapshot and sends it as constant metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.conn.Stats()
+	s := c.stats()
 	count := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
@@ -111,6 +132,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	count(c.hedges, s.HedgeWins, "won")
 	count(c.hedges, s.Hedges-s.HedgeWins, "lost")
 	count(c.hedges, s.HedgesDenied, "denied")
+	count(c.rejected, s.FallbackRejected)
+	ch <- prometheus.MustNewConstMetric(c.fallbackPeak, prometheus.GaugeValue, float64(s.FallbackPeak))
+	count(c.staleReads, s.StaleReads)
+	count(c.conflictsAvoided, s.ConflictsAvoided)
+	count(c.visibilityWaits, s.PrimaryVisibilityWaits)
+	count(c.replayChecks, s.ReplayChecks, "before")
+	count(c.replayChecks, s.FlightChecks, "in_flight")
 
 	buckets := make(map[float64]uint64, len(s.Wait.Buckets))
 	for _, b := range s.Wait.Buckets {

@@ -13,14 +13,20 @@
 // Each scrape reads one (*pgreplica.Connector).Stats snapshot and emits,
 // with the default namespace "pgreplica":
 //
-//	pgreplica_reads_total{route}                 counter: route is replica, primary or fallback
-//	pgreplica_read_fallbacks_total{reason}       counter: reason is timeout or no_replica
+//	pgreplica_reads_total{route}                 counter: route is replica, primary, fallback or recent_write
+//	pgreplica_read_fallbacks_total{reason}       counter: reason is timeout, no_replica or conflict
+//	pgreplica_read_fallbacks_rejected_total      counter: reads refused with ErrFallbackLimit
+//	pgreplica_read_fallbacks_peak                gauge: most fallback reads on the primary at once
 //	pgreplica_reads_failed_total{reason}         counter: ErrNoFreshReplica returned (FallbackError)
+//	pgreplica_stale_reads_total                  counter: FallbackStale reads beyond the lag bounds
+//	pgreplica_read_conflicts_avoided_total       counter: reads sent to the primary for their conflicts
+//	pgreplica_primary_visibility_waits_total     counter: session reads that waited for the primary to show a commit
 //	pgreplica_tokened_reads_total                counter: reads with a position requirement
 //	pgreplica_tokened_read_fallbacks_total       counter: of those, fell back or failed
 //	pgreplica_lsn_captures_total                 counter: writes whose commit LSN was captured
 //	pgreplica_read_retries_total{kind}           counter: kind is conflict, read_only or conn_lost
 //	pgreplica_read_hedges_total{outcome}         counter: outcome is won, lost or denied
+//	pgreplica_replay_checks_total{where}         counter: where is before (a round trip) or in_flight
 //	pgreplica_replica_wait_seconds               histogram: wait for a fresh replica
 //	pgreplica_node_up{node,zone}                 gauge: 1 if the last probe answered
 //	pgreplica_node_role{node,zone,role}          gauge: always 1; role is primary, replica or unknown
@@ -31,7 +37,9 @@
 //	pgreplica_node_replay_paused{node,zone}      gauge, replicas only: 1 if replay is paused
 //
 // node is host:port as in the DSN, zone the host's zone (empty unless
-// configured). A node's role is "unknown" while its probe fails.
+// configured). A node's role is "unknown" while its probe fails. Every
+// counter of Stats is here (a test holds the collector to that);
+// Stats.TokenedFallbackRatio is the ratio below, over the connector's life.
 //
 // Useful queries:
 //

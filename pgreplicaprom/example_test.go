@@ -59,12 +59,18 @@ func ExampleNewCollector() {
 	// pgreplica_node_reads_eligible GAUGE 2
 	// pgreplica_node_role GAUGE 2
 	// pgreplica_node_up GAUGE 2
+	// pgreplica_primary_visibility_waits_total COUNTER 1
+	// pgreplica_read_conflicts_avoided_total COUNTER 1
+	// pgreplica_read_fallbacks_peak GAUGE 1
+	// pgreplica_read_fallbacks_rejected_total COUNTER 1
 	// pgreplica_read_fallbacks_total COUNTER 3
 	// pgreplica_read_hedges_total COUNTER 3
 	// pgreplica_read_retries_total COUNTER 3
 	// pgreplica_reads_failed_total COUNTER 2
 	// pgreplica_reads_total COUNTER 4
+	// pgreplica_replay_checks_total COUNTER 2
 	// pgreplica_replica_wait_seconds HISTOGRAM 1
+	// pgreplica_stale_reads_total COUNTER 1
 	// pgreplica_tokened_read_fallbacks_total COUNTER 1
 	// pgreplica_tokened_reads_total COUNTER 1
 }

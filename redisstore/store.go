@@ -5,6 +5,7 @@
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 //	mw := pgreplicahttp.Middleware(pgreplicahttp.Options{
+//		Codec:    pgreplica.TokenCodec{Key: key},
 //		Store:    redisstore.New(rdb, ""),
 //		StoreKey: func(r *http.Request) (string, bool) { return userID(r) },
 //	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,7 +50,7 @@ func (p *conflictProbe) read(ctx context.Context, nodes []pgreplica.NodeStatus, 
 		if ns.Err != nil || ns.Role == "unknown" {
 			continue
 		}
-		db, err := p.db(i)
+		db, err := p.db(ns)
 		if err != nil {
 			out[i].err = err
 			continue
@@ -70,14 +71,20 @@ func (p *conflictProbe) read(ctx context.Context, nodes []pgreplica.NodeStatus, 
 	return out
 }
 
-// db returns the single-host pool of host i, opening it on first use.
-// Nodes() lists hosts in DSN order, the order of cfg.Hosts.
-func (p *conflictProbe) db(i int) (*sql.DB, error) {
-	if i >= len(p.cfg.Hosts) {
-		return nil, fmt.Errorf("host %d is not in the DSN", i)
+// db returns the single-host pool of the server ns stands for, opening
+// it on first use: at its Address, the one address of its name when the
+// name has several (TLS then verifies that address, not the name).
+func (p *conflictProbe) db(ns pgreplica.NodeStatus) (*sql.DB, error) {
+	host, port, err := net.SplitHostPort(ns.Address)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", ns.Addr, err)
 	}
-	h := p.cfg.Hosts[i]
-	key := h.Addr + ":" + strconv.Itoa(int(h.Port))
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", ns.Addr, err)
+	}
+	h := pgreplica.Host{Addr: host, Port: uint16(n)}
+	key := ns.Address
 	if db := p.dbs[key]; db != nil {
 		return db, nil
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +26,11 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 		{[]string{"help", "status"}, exitOK, "", "-watch"},
 		{[]string{"demo"}, exitUsage, "", "go run ./integration/cmd/pgreplica-demo"},
 		{[]string{"help", "demo"}, exitUsage, "", "go run ./integration/cmd/pgreplica-demo"},
-		{[]string{"help", "dev"}, exitOK, "", "-replicas"},
-		{[]string{"dev", "frobnicate"}, exitUsage, "", `unknown command "frobnicate"`},
-		{[]string{"dev", "lag", "1"}, exitUsage, "", "want lag N DURATION"},
-		{[]string{"dev", "-replicas", "0"}, exitUsage, "", "-replicas must be 1 to 9"},
+		{[]string{"dev"}, exitUsage, "", "go run ./integration/cmd/pgreplica-dev"},
+		{[]string{"help", "dev"}, exitUsage, "", "integration/cmd/pgreplica-dev@latest"},
+		{[]string{"version"}, exitOK, "(driver ", ""},
+		{[]string{"version", "x"}, exitUsage, "", "no arguments expected"},
+		{[]string{"help", "version"}, exitOK, "", "Usage: pgreplica version"},
 		{nil, exitUsage, "", "Usage:"},
 		{[]string{"frobnicate"}, exitUsage, "", `unknown command "frobnicate"`},
 		{[]string{"status"}, exitUsage, "", "no DSN given"},
@@ -39,20 +39,10 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		t.Setenv(dsnEnv, "")
-		code := run(ctx, c.args, nil, &out, &errOut)
+		code := run(ctx, c.args, &out, &errOut)
 		if code != c.code || !strings.Contains(out.String(), c.out) || !strings.Contains(errOut.String(), c.err) {
 			t.Errorf("run %q = %d, stdout %q, stderr %q; want %d, %q in stdout, %q in stderr",
 				c.args, code, out.String(), errOut.String(), c.code, c.out, c.err)
 		}
-	}
-}
-
-func TestParseFlagsAfterPositional(t *testing.T) {
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	j := fs.Bool("json", false, "")
-	d := fs.Duration("sample", 0, "")
-	pos, err := parseFlags(fs, []string{"-sample", "2s", "dsn", "-json"})
-	if err != nil || len(pos) != 1 || pos[0] != "dsn" || !*j || *d != 2*time.Second {
-		t.Fatalf("parseFlags = %q, %v; json %v sample %v", pos, err, *j, *d)
 	}
 }

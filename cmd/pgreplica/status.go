@@ -4,16 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/internal/clitext"
 )
 
 // dsnEnv names the environment variable status reads the DSN from when the
@@ -58,7 +57,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	pos, err := parseFlags(fs, args)
+	pos, err := clitext.ParseFlags(fs, args)
 	if err != nil {
 		return flagExit(err)
 	}
@@ -338,7 +337,7 @@ func nodeRow(ns pgreplica.NodeStatus) nodeReport {
 	}
 	switch {
 	case ns.Err != nil:
-		r.State, r.Error = errState(ns.Err), ns.Err.Error()
+		r.State, r.Error = clitext.ErrState(ns.Err), ns.Err.Error()
 		r.Role = "unknown"
 		r.Timeline, r.LSN = 0, ""
 	case ns.Role == "primary":
@@ -361,31 +360,6 @@ func nodeRow(ns pgreplica.NodeStatus) nodeReport {
 
 // ms converts a duration to milliseconds with microsecond precision.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// errState names the kind of failure behind a probe error.
-func errState(err error) string {
-	if errors.Is(err, pgreplica.ErrInsufficientPrivilege) {
-		return "denied" // answers, but the role may not use it
-	}
-	var coded interface{ SQLState() string }
-	if errors.As(err, &coded) && strings.HasPrefix(coded.SQLState(), "28") {
-		return "auth failed" // class 28: invalid authorization specification
-	}
-	if errors.As(err, &coded) {
-		return "error " + coded.SQLState()
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "timeout"
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		if ne.Timeout() {
-			return "timeout"
-		}
-		return "unreachable"
-	}
-	return "error"
-}
 
 // writeReport prints one look, as a table or as JSON.
 func writeReport(w io.Writer, rep report, asJSON bool) error {

@@ -15,7 +15,7 @@ const unreachableHost = "127.0.0.1:1"
 func TestStatusNoReachableHost(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run(testCtx(t, 30*time.Second), []string{"status", "-sample", "0s",
-		"postgres://u@" + unreachableHost + ",127.0.0.1:2/db?sslmode=disable"}, nil, &out, &errOut)
+		"postgres://u@" + unreachableHost + ",127.0.0.1:2/db?sslmode=disable"}, &out, &errOut)
 	if code != exitFail {
 		t.Errorf("exit code %d, want %d", code, exitFail)
 	}

@@ -159,22 +159,6 @@ func TestStatusReachability(t *testing.T) {
 	}
 }
 
-func TestErrState(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want string
-	}{
-		{&pgconn.PgError{Code: "28P01", Message: "password authentication failed"}, "auth failed"},
-		{&pgconn.PgError{Code: "3D000", Message: "database does not exist"}, "error 3D000"},
-		{&net.OpError{Op: "dial", Err: errors.New("refused")}, "unreachable"},
-		{errors.New("odd"), "error"},
-	} {
-		if got := errState(c.err); got != c.want {
-			t.Errorf("errState(%v) = %q, want %q", c.err, got, c.want)
-		}
-	}
-}
-
 func TestWatchFrameRedrawsInPlace(t *testing.T) {
 	var b bytes.Buffer
 	if err := writeFrame(&b, sampleReport(), time.Second, true); err != nil {

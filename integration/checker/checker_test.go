@@ -80,7 +80,7 @@ func settings(t *testing.T, target Target) (time.Duration, bool) {
 func TestConsistency(t *testing.T) {
 	cluster.Need(t)
 	_, long := settings(t, TargetSession)
-	runs := []Options{{Target: TargetSession}, {Target: TargetProcess}, {Target: TargetPgx}, {Target: TargetNaive}}
+	runs := []Options{{Target: TargetSession}, {Target: TargetProcess}, {Target: TargetProcess, Names: true}, {Target: TargetPgx}, {Target: TargetNaive}}
 	if long {
 		runs = append(runs, Options{Target: TargetSession, Driver: "pq"}, Options{Target: TargetProcess, Driver: "pq"})
 	}
@@ -113,6 +113,9 @@ func TestConsistency(t *testing.T) {
 		name := string(o.Target)
 		if o.Driver != "" {
 			name += "/" + o.Driver
+		}
+		if o.Names {
+			name += "/names"
 		}
 		t.Run(name, func(t *testing.T) {
 			rep, err := Run(t.Context(), cluster, o)

@@ -13,6 +13,10 @@ type Options struct {
 	Target Target
 	// Driver is pgreplica's inner driver, "pgx" (default) or "pq".
 	Driver string
+	// Names reaches the servers through one host name that resolves to
+	// every node's address, as a headless Service's does (the pgreplica
+	// handle's Config.LookupFunc answers it); database/sql targets only.
+	Names bool
 	// Sessions is the number of concurrent workload sessions; default 16.
 	Sessions int
 	// Keys is the number of rows each session owns; default 8.

@@ -101,10 +101,21 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 			"pgreplica_max_primary_fallbacks", strconv.Itoa(o.Sessions), "pgreplica_max_conns_per_host", strconv.Itoa(2 * o.Sessions)},
 			append(driverParams(cl, o.Driver), syncParams(o)...)...)...)
 		if t == TargetPgx {
+			if o.Names {
+				return r, errors.New("checker: Names is for the database/sql targets")
+			}
 			r.pgx, err = openPgx(ctx, dsn)
 			return r, err
 		}
-		db, err := open(pgreplica.DriverName, dsn)
+		var db *sql.DB
+		if o.Names {
+			db, err = openNamed(ctx, dsn, o)
+			if db != nil {
+				r.all = append(r.all, db)
+			}
+		} else {
+			db, err = open(pgreplica.DriverName, dsn)
+		}
 		if err != nil {
 			return r, err
 		}
@@ -128,6 +139,31 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 		return r, errors.New("checker: the naive router needs at least one replica")
 	}
 	return r, nil
+}
+
+// openNamed opens a pgreplica handle on dsn's servers reached through one
+// name (Options.Names).
+func openNamed(ctx context.Context, dsn string, o *Options) (*sql.DB, error) {
+	cfg, err := pgreplica.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("checker: %w", err)
+	}
+	var addrs []string
+	for _, h := range cfg.Hosts {
+		addrs = append(addrs, fmt.Sprintf("%s:%d", h.Addr, h.Port))
+	}
+	cfg.Hosts = []pgreplica.Host{{Addr: "pods.checker.svc"}}
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return addrs, nil }
+	c, err := pgreplica.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("checker: %w", err)
+	}
+	db := sql.OpenDB(c)
+	db.SetMaxIdleConns(o.Sessions + 1)
+	if err := ping(ctx, db, pgreplica.DriverName, "pods.checker.svc", o.Logf); err != nil {
+		return db, fmt.Errorf("checker: connecting through one name: %w", err)
+	}
+	return db, nil
 }
 
 // withParams adds query parameters (name, value pairs) to a URL DSN. It

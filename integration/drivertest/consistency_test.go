@@ -323,8 +323,15 @@ func TestReadAfterOwnWriteNotAwaited(t *testing.T) {
 			}
 			switch raw {
 			case "primary":
-				if recent != n || fell != 0 || checks != 0 {
-					t.Errorf("want every read on the primary for its write, none waiting or falling back")
+				// A read planned more than captureDelay after its write
+				// (a loaded machine: CI runs the packages in parallel)
+				// finds the position already read by the background
+				// capture, when another test of the process used a
+				// Session: after the flight that found the replica behind
+				// it is a fallback, not a read for a recent write, and it
+				// costs the same. Never a wait.
+				if recent+fell != n || recent == 0 || checks != 0 {
+					t.Errorf("want every read on the primary after its flight, for its write (or, planned late, as a fallback), none waiting")
 				}
 			case "replica":
 				if recent != 0 || fell != n || checks == 0 {

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	entgo.io/ent v0.14.5
 	github.com/jmoiron/sqlx v1.4.0
-	github.com/pgreplica/pgreplica v0.0.0-00010101000000-000000000000
+	github.com/pgreplica/pgreplica v0.1.0
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/uptrace/bun v1.3.0
 	github.com/uptrace/bun/dialect/pgdialect v1.3.0
@@ -71,7 +71,7 @@ require (
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/opencontainers/runc v1.2.3 // indirect
 	github.com/ory/dockertest/v3 v3.12.0 // indirect
-	github.com/pgreplica/pgreplica/integration v0.0.0-00010101000000-000000000000
+	github.com/pgreplica/pgreplica/integration v0.1.0
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
 	github.com/sirupsen/logrus v1.10.2 // indirect
@@ -93,3 +93,9 @@ require (
 replace github.com/pgreplica/pgreplica => ../..
 
 replace github.com/pgreplica/pgreplica/integration => ../
+
+replace github.com/pgreplica/pgreplica/pgreplicaprom => ../../pgreplicaprom
+
+replace github.com/pgreplica/pgreplica/pgreplicaotel => ../../pgreplicaotel
+
+replace github.com/pgreplica/pgreplica/redisstore => ../../redisstore

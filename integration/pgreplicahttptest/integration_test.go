@@ -228,7 +228,8 @@ func TestStreamingAndHijackOnCluster(t *testing.T) {
 		rw.Flush()
 	})
 	srv := httptest.NewTLSServer(pgreplicahttp.Middleware(pgreplicahttp.Options{
-		Store: pgreplicahttp.NewMemoryStore(0), StoreKey: userKey,
+		Unsigned: true,
+		Store:    pgreplicahttp.NewMemoryStore(0), StoreKey: userKey,
 	})(app))
 	defer srv.Close()
 	pauseReplicas(t)
@@ -283,7 +284,7 @@ func TestGetThatWritesHandsTokenBack(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	srv := httptest.NewTLSServer(pgreplicahttp.Middleware(pgreplicahttp.Options{})(mux))
+	srv := httptest.NewTLSServer(pgreplicahttp.Middleware(pgreplicahttp.Options{Unsigned: true})(mux))
 	defer srv.Close()
 	c := anonymous(srv)
 	p := do(t, c, http.MethodGet, srv.URL+"/touch", "", nil)

@@ -56,19 +56,28 @@ func TestProducerWorker(t *testing.T) {
 		OrderID int    `json:"order_id"`
 		Token   string `json:"token"`
 	}
+	codec := pgreplica.TokenCodec{Key: []byte("0123456789abcdef0123456789abcdef"), TTL: time.Minute}
+	producerCarrier, err := pgreplicajob.New(pgreplicajob.Options{Codec: codec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerCarrier, err := pgreplicajob.New(pgreplicajob.Options{Codec: codec, Check: pgreplica.TokenCheck(worker)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	pctx := pgreplica.WithSession(ctx, pgreplica.NewSession())
 	var id int
 	if err := producer.QueryRowContext(pctx, "INSERT INTO jobs_orders (total) VALUES (42) RETURNING id").Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	wire, _ := json.Marshal(message{OrderID: id, Token: pgreplicajob.Inject(pctx)})
+	wire, _ := json.Marshal(message{OrderID: id, Token: producerCarrier.Inject(pctx)})
 
 	var msg message
 	if err := json.Unmarshal(wire, &msg); err != nil {
 		t.Fatal(err)
 	}
 	const q = "SELECT total, pg_is_in_recovery() FROM jobs_orders WHERE id = $1"
-	wctx, err := pgreplicajob.Extract(ctx, msg.Token)
+	wctx, err := workerCarrier.Extract(ctx, msg.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +97,8 @@ func TestProducerWorker(t *testing.T) {
 	}
 	// The same through headers.
 	h := map[string]string{}
-	pgreplicajob.InjectHeader(pctx, h)
-	hctx, err := pgreplicajob.ExtractHeader(ctx, h)
+	producerCarrier.InjectHeader(pctx, h)
+	hctx, err := workerCarrier.ExtractHeader(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/lib/pq v1.12.3
-	github.com/pgreplica/pgreplica v0.0.0-00010101000000-000000000000
-	github.com/pgreplica/pgreplica/integration v0.0.0-00010101000000-000000000000
+	github.com/pgreplica/pgreplica v0.1.0
+	github.com/pgreplica/pgreplica/integration v0.1.0
 	github.com/pingcap/go-tpc v1.0.9
 )
 
@@ -77,3 +77,9 @@ require (
 replace github.com/pgreplica/pgreplica => ../..
 
 replace github.com/pgreplica/pgreplica/integration => ../
+
+replace github.com/pgreplica/pgreplica/pgreplicaprom => ../../pgreplicaprom
+
+replace github.com/pgreplica/pgreplica/pgreplicaotel => ../../pgreplicaotel
+
+replace github.com/pgreplica/pgreplica/redisstore => ../../redisstore

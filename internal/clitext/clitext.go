@@ -1,7 +1,7 @@
-// Package clitext is the plain-text output shared by the command-line
-// tools: the pgreplica command (status) and the pgreplica-demo command of
-// the integration module. It is internal to the repository; its API is
-// whatever those two need.
+// Package clitext is the plain text in and out of the command-line tools:
+// the pgreplica command (status) and the pgreplica-dev and pgreplica-demo
+// commands of the integration module. It is internal to the repository;
+// its API is whatever those need.
 package clitext
 
 import (

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
+	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
@@ -26,7 +27,9 @@ var ErrNoFlight = errors.New("pgreplica: the read cannot carry its check in its 
 // query could not be described before the check (this server may be
 // behind the schema the read needs: the read then checks first, and its
 // own answer tells). An error that left nothing sent is
-// driver.ErrBadConn, as stdlib reports it.
+// driver.ErrBadConn, as stdlib reports it. With need.Trace the query is
+// traced as stdlib's would be (the check left out), up to the rows'
+// Close.
 func Run(ctx context.Context, conn *pgx.Conn, descs *Descriptions, check, query string, args []driver.NamedValue, need pgxroute.Need) (uint64, *Rows, error) {
 	sd, err := descs.get(ctx, conn, query)
 	if err != nil {
@@ -42,6 +45,26 @@ func Run(ctx context.Context, conn *pgx.Conn, descs *Descriptions, check, query 
 	if sd != nil && len(sd.ParamOIDs) != len(vals) {
 		return 0, nil, fmt.Errorf("expected %d arguments, got %d", len(sd.ParamOIDs), len(vals)) // pgx's words
 	}
+	ctx, span := need.Trace.StartQuery(ctx, conn, query, vals)
+	replayed, rows, err := run(ctx, conn, descs, check, query, sd, vals, need)
+	switch {
+	case rows != nil:
+		done := rows.done
+		rows.done = func() error {
+			err := done()
+			span.End(rows.rows.CommandTag(), errors.Join(rows.rows.Err(), err))
+			return err
+		}
+	case errors.Is(err, pgxroute.ErrBehind):
+		span.End(pgconn.CommandTag{}, errors.Join(pgxtrace.ErrDropped, err))
+	default:
+		span.End(pgconn.CommandTag{}, err)
+	}
+	return replayed, rows, err
+}
+
+// run is Run once the query is described.
+func run(ctx context.Context, conn *pgx.Conn, descs *Descriptions, check, query string, sd *pgconn.StatementDescription, vals []any, need pgxroute.Need) (uint64, *Rows, error) {
 	var eqb pgx.ExtendedQueryBuilder
 	if err := eqb.Build(conn.TypeMap(), sd, vals); err != nil {
 		return 0, nil, err
@@ -64,7 +87,7 @@ func Run(ctx context.Context, conn *pgx.Conn, descs *Descriptions, check, query 
 	}
 	replayed, err := readCheck(pipe)
 	if err != nil {
-		return 0, nil, errors.Join(err, pipe.Close())
+		return 0, nil, closeAfter(pipe, err)
 	}
 	if !need.Met(replayed) {
 		return replayed, nil, errors.Join(pgxroute.ErrBehind, pipe.Close())
@@ -72,7 +95,7 @@ func Run(ctx context.Context, conn *pgx.Conn, descs *Descriptions, check, query 
 	res, err := pipe.GetResults()
 	if err != nil {
 		descs.forget(query) // the statement may have changed
-		return replayed, nil, errors.Join(err, pipe.Close())
+		return replayed, nil, closeAfter(pipe, err)
 	}
 	rr, ok := res.(*pgconn.ResultReader)
 	if !ok {
@@ -109,6 +132,15 @@ func readCheck(pipe *pgconn.Pipeline) (uint64, error) {
 		return 0, errors.New("pgreplica: unexpected answer to the replay check")
 	}
 	return probe.LSN(r.Rows[0][0])
+}
+
+// closeAfter ends the pipeline of a read that failed with err and
+// returns err alone, as stdlib would have: what Close adds then is an
+// echo ("conn closed" after the context ended), and a connection it
+// leaves broken is closed, which the pool sees.
+func closeAfter(pipe *pgconn.Pipeline, err error) error {
+	pipe.Close()
+	return err
 }
 
 // endPipeline reads the flight's Sync, after the query's rows, and ends

@@ -11,6 +11,8 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 )
 
 // Kind is what a request asks of the router.
@@ -88,6 +90,10 @@ type GuardedOp interface {
 type Need struct {
 	At    uint64
 	Later Later
+	// Trace is the connection's tracer when the application set one
+	// (internal/pgxtrace): the flight is traced as the application's
+	// call alone.
+	Trace *pgxtrace.Tracer
 }
 
 // Later is a position being read; Wait returns it once read (ok false: it

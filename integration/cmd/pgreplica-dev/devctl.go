@@ -18,8 +18,8 @@ import (
 	"time"
 )
 
-// devState is what a running "pgreplica dev" writes to its state file so
-// that "pgreplica dev lag|pause|resume|status" in another terminal finds
+// devState is what a running pgreplica-dev writes to its state file so
+// that "pgreplica-dev lag|pause|resume|status" in another terminal finds
 // it: the loopback address of its control server and the token that
 // server wants. The file is readable by its owner only.
 type devState struct {
@@ -41,7 +41,7 @@ func devStatePath(dir string) (string, error) {
 	if dir != "" {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return "", fmt.Errorf("pgreplica dev: %w", err)
+			return "", fmt.Errorf("pgreplica-dev: %w", err)
 		}
 		return filepath.Join(abs, devStateName), nil
 	}
@@ -49,7 +49,7 @@ func devStatePath(dir string) (string, error) {
 	if base == "" {
 		var err error
 		if base, err = os.UserCacheDir(); err != nil {
-			return "", fmt.Errorf("pgreplica dev: no place for the state file (give -dir): %w", err)
+			return "", fmt.Errorf("pgreplica-dev: no place for the state file (give -dir): %w", err)
 		}
 	}
 	return filepath.Join(base, "pgreplica", devStateName), nil
@@ -62,7 +62,7 @@ func readDevState(path string) (devState, error) {
 		return st, err
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("pgreplica dev: %s: %w", path, err)
+		return st, fmt.Errorf("pgreplica-dev: %s: %w", path, err)
 	}
 	return st, nil
 }
@@ -71,19 +71,19 @@ func readDevState(path string) (devState, error) {
 // only (the token in it controls the cluster).
 func writeDevState(path string, st devState) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("pgreplica dev: %w", err)
+		return fmt.Errorf("pgreplica-dev: %w", err)
 	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return fmt.Errorf("pgreplica dev: %w", err)
+		return fmt.Errorf("pgreplica-dev: %w", err)
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("pgreplica dev: %w", err)
+		return fmt.Errorf("pgreplica-dev: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("pgreplica dev: %w", err)
+		return fmt.Errorf("pgreplica-dev: %w", err)
 	}
 	return nil
 }
@@ -117,17 +117,17 @@ func devRequest(ctx context.Context, st devState, verb string, args []string) (s
 	u := "http://" + st.Control + "/" + url.PathEscape(verb) + "?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
-		return "", fmt.Errorf("pgreplica dev: %w", err)
+		return "", fmt.Errorf("pgreplica-dev: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+st.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("pgreplica dev: %w", err)
+		return "", fmt.Errorf("pgreplica-dev: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return "", fmt.Errorf("pgreplica dev: %w", err)
+		return "", fmt.Errorf("pgreplica-dev: %w", err)
 	}
 	text := strings.TrimSpace(string(body))
 	if resp.StatusCode != http.StatusOK {
@@ -149,7 +149,7 @@ type controlServer struct {
 func startControl(do func(ctx context.Context, verb string, args []string) (string, error)) (*controlServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("pgreplica dev: control server: %w", err)
+		return nil, fmt.Errorf("pgreplica-dev: control server: %w", err)
 	}
 	tok := make([]byte, 16)
 	_, _ = rand.Read(tok)
@@ -158,7 +158,7 @@ func startControl(do func(ctx context.Context, verb string, args []string) (stri
 		ReadHeaderTimeout: 5 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodPost || r.Header.Get("Authorization") != "Bearer "+cs.token {
-				http.Error(w, "pgreplica dev: not authorised", http.StatusForbidden)
+				http.Error(w, "pgreplica-dev: not authorised", http.StatusForbidden)
 				return
 			}
 			verb := strings.TrimPrefix(r.URL.Path, "/")

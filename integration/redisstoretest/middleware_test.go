@@ -1,4 +1,4 @@
-package redisstore_test
+package redisstoretest
 
 import (
 	"context"
@@ -9,24 +9,14 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgreplica/pgreplica"
-	"github.com/pgreplica/pgreplica/integration"
 	"github.com/pgreplica/pgreplica/pgreplicahttp"
 	"github.com/pgreplica/pgreplica/redisstore"
 )
-
-// cluster is the primary and two replicas of TestSecondTabAcrossInstances
-// (nil without PostgreSQL: it skips).
-var cluster *integration.Cluster
-
-func TestMain(m *testing.M) {
-	os.Exit(integration.Main(m, integration.Options{Replicas: 2}, &cluster))
-}
 
 // instance is one application instance: its own *sql.DB and middleware,
 // sharing only the Redis store with the others.

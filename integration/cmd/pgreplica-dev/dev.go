@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,8 +31,11 @@ type devOptions struct {
 // maxDevReplicas keeps every replica one key away (1..9).
 const maxDevReplicas = 9
 
-func runDev(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+// run runs a command line and returns the exit code: without a verb it
+// serves a cluster until ctx ends (stdin may be nil: it then reads no
+// keys), with one it sends that verb to the running dev.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pgreplica-dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := devOptions{}
 	fs.IntVar(&o.replicas, "replicas", 2, "number of streaming replicas (1 to 9)")
@@ -43,17 +47,17 @@ func runDev(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage:
 
-  pgreplica dev [flags]                 start a primary and lagging replicas, until Ctrl-C
-  pgreplica dev [-dir D] lag N DURATION  set replica N's apply delay (0 removes it)
-  pgreplica dev [-dir D] pause N         pause WAL replay on replica N
-  pgreplica dev [-dir D] resume N        resume it
-  pgreplica dev [-dir D] status          the lag of each replica
+  pgreplica-dev [flags]                 start a primary and lagging replicas, until Ctrl-C
+  pgreplica-dev [-dir D] lag N DURATION  set replica N's apply delay (0 removes it)
+  pgreplica-dev [-dir D] pause N         pause WAL replay on replica N
+  pgreplica-dev [-dir D] resume N        resume it
+  pgreplica-dev [-dir D] status          the lag of each replica
 
-dev starts a PostgreSQL primary and streaming replicas on 127.0.0.1 with the
-integration harness (the PostgreSQL server binaries installed here, else a
-Docker engine), makes the replicas lag, prints the multi-host DSN for your
-application and keeps running, showing each replica's lag, until Ctrl-C: then
-it stops the servers and removes everything (with -dir the data stays).
+pgreplica-dev starts a PostgreSQL primary and streaming replicas on 127.0.0.1
+with the integration harness (the PostgreSQL server binaries installed here,
+else a Docker engine), makes the replicas lag, prints the multi-host DSN for
+your application and keeps running, showing each replica's lag, until Ctrl-C:
+then it stops the servers and removes everything (with -dir the data stays).
 Replicas are numbered from 1. The lag, pause and resume commands act on the
 running dev from another terminal (the same -dir finds it); in the running
 dev, type a replica's number, + or - (double or halve its lag), p (pause or
@@ -63,7 +67,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	pos, err := parseFlags(fs, args)
+	pos, err := clitext.ParseFlags(fs, args)
 	if err != nil {
 		return flagExit(err)
 	}
@@ -71,7 +75,7 @@ Flags:
 		return devControl(ctx, o.dir, pos, stdout, stderr)
 	}
 	if o.replicas < 1 || o.replicas > maxDevReplicas || o.lag < 0 || o.port < 0 || o.every < 0 {
-		fmt.Fprintf(stderr, "pgreplica dev: -replicas must be 1 to %d; -lag, -port and -every not negative\n", maxDevReplicas)
+		fmt.Fprintf(stderr, "pgreplica-dev: -replicas must be 1 to %d; -lag, -port and -every not negative\n", maxDevReplicas)
 		return exitUsage
 	}
 	return devServe(ctx, o, stdin, stdout, stderr)
@@ -84,7 +88,7 @@ var devVerbs = map[string]int{"lag": 2, "pause": 1, "resume": 1, "status": 0}
 func devControl(ctx context.Context, dir string, pos []string, stdout, stderr io.Writer) int {
 	verb, args := pos[0], pos[1:]
 	if n, ok := devVerbs[verb]; !ok || len(args) != n {
-		fmt.Fprintf(stderr, "pgreplica dev: unknown command %q; want lag N DURATION, pause N, resume N or status\n",
+		fmt.Fprintf(stderr, "pgreplica-dev: unknown command %q; want lag N DURATION, pause N, resume N or status\n",
 			strings.Join(pos, " "))
 		return exitUsage
 	}
@@ -95,7 +99,7 @@ func devControl(ctx context.Context, dir string, pos []string, stdout, stderr io
 	}
 	st, err := findDev(ctx, path)
 	if err != nil {
-		fmt.Fprintf(stderr, "pgreplica dev: %v\nstart one with: %s\n", err, devHint(dir, ""))
+		fmt.Fprintf(stderr, "pgreplica-dev: %v\nstart one with: %s\n", err, devHint(dir, ""))
 		return exitFail
 	}
 	out, err := devRequest(ctx, st, verb, args)
@@ -110,9 +114,9 @@ func devControl(ctx context.Context, dir string, pos []string, stdout, stderr io
 // devHint spells a dev command line as the user would type it: through
 // go run when this binary was built by go run.
 func devHint(dir, rest string) string {
-	s := "pgreplica dev"
+	s := "pgreplica-dev"
 	if strings.Contains(filepath.ToSlash(os.Args[0]), "/go-build") {
-		s = "go run ./cmd/pgreplica dev"
+		s = "go run ./integration/cmd/pgreplica-dev"
 	}
 	if dir != "" {
 		s += " -dir " + dir
@@ -123,12 +127,13 @@ func devHint(dir, rest string) string {
 	return s
 }
 
-// devCluster is the running cluster of "pgreplica dev" and the lag it was
+// devCluster is the running cluster of pgreplica-dev and the lag it was
 // given.
 type devCluster struct {
-	cl  *integration.Cluster
-	dir string // -dir, for hints
-	in  *inspector
+	cl   *integration.Cluster
+	dir  string               // -dir, for hints
+	conn *pgreplica.Connector // the driver on the cluster, for the lag line
+	db   *sql.DB              // on conn
 
 	mu      sync.Mutex      // serialises changes; guards the fields below
 	delays  []time.Duration // apply delay by node index (0, the primary, unused)
@@ -143,7 +148,7 @@ func devServe(ctx context.Context, o devOptions, stdin io.Reader, stdout, stderr
 		return exitFail
 	}
 	if st, err := findDev(ctx, statePath); err == nil {
-		fmt.Fprintf(stderr, "pgreplica dev: one is already running (pid %d, %s) with the state file %s;\n"+
+		fmt.Fprintf(stderr, "pgreplica-dev: one is already running (pid %d, %s) with the state file %s;\n"+
 			"stop it (Ctrl-C there), talk to it (%s), or start this one with another -dir\n",
 			st.PID, st.DSN, statePath, devHint(o.dir, "status"))
 		return exitFail
@@ -153,7 +158,7 @@ func devServe(ctx context.Context, o devOptions, stdin io.Reader, stdout, stderr
 	}}
 	if o.dir != "" {
 		if opts.Dir, err = filepath.Abs(o.dir); err != nil {
-			fmt.Fprintln(stderr, "pgreplica dev:", err)
+			fmt.Fprintln(stderr, "pgreplica-dev:", err)
 			return exitFail
 		}
 		opts.Keep = true
@@ -163,11 +168,11 @@ func devServe(ctx context.Context, o devOptions, stdin io.Reader, stdout, stderr
 	if err != nil {
 		switch {
 		case errors.Is(err, integration.ErrNoPostgres):
-			fmt.Fprintf(stderr, "\npgreplica dev: cannot start a local cluster.\n%v\n", err)
+			fmt.Fprintf(stderr, "\npgreplica-dev: cannot start a local cluster.\n%v\n", err)
 		case ctx.Err() != nil:
-			fmt.Fprintln(stderr, "\npgreplica dev: interrupted; nothing is left running")
+			fmt.Fprintln(stderr, "\npgreplica-dev: interrupted; nothing is left running")
 		default:
-			fmt.Fprintln(stderr, "\npgreplica dev:", err)
+			fmt.Fprintln(stderr, "\npgreplica-dev:", err)
 		}
 		return exitFail
 	}
@@ -184,7 +189,7 @@ func devServe(ctx context.Context, o devOptions, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stdout, "Cluster stopped and its containers removed.")
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "pgreplica dev:", err)
+		fmt.Fprintln(stderr, "pgreplica-dev:", err)
 		return exitFail
 	}
 	return exitOK
@@ -198,15 +203,12 @@ func (d *devCluster) serve(ctx context.Context, o devOptions, statePath string, 
 			return err
 		}
 	}
-	cfg, err := pgreplica.ParseDSN(d.cl.DSN())
-	if err != nil {
-		return err
-	}
-	if d.in, err = newInspector(cfg); err != nil {
+	var err error
+	if d.conn, d.db, err = watch(d.cl.DSN()); err != nil {
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = d.in.db.PingContext(pctx)
+	err = d.db.PingContext(pctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connecting through pgreplica: %w", err)
@@ -424,8 +426,8 @@ func (d *devCluster) setPaused(ctx context.Context, i int, pause bool) error {
 // whether pgreplica sends reads there.
 func (d *devCluster) statusLine() string {
 	byAddr := map[string]pgreplica.NodeStatus{}
-	if d.in != nil {
-		for _, ns := range d.in.conn.Nodes() {
+	if d.conn != nil {
+		for _, ns := range d.conn.Nodes() {
 			byAddr[ns.Addr] = ns
 		}
 	}
@@ -449,7 +451,7 @@ func (d *devCluster) statusLine() string {
 		case !ok || ns.Sampled.IsZero():
 			s += ", not probed yet"
 		case ns.Err != nil:
-			s += ", " + errState(ns.Err)
+			s += ", " + clitext.ErrState(ns.Err)
 		default:
 			s += fmt.Sprintf(", behind %s / %s", clitext.HumanBytes(ns.LagBytes), clitext.HumanDuration(ns.LagTime))
 		}
@@ -458,10 +460,31 @@ func (d *devCluster) statusLine() string {
 	return time.Now().Format("15:04:05") + "  " + strings.Join(parts, "  |  ")
 }
 
-// close stops the inspector and the cluster.
+// close closes the driver and stops the cluster.
 func (d *devCluster) close() error {
-	if d.in != nil {
-		d.in.close()
+	if d.db != nil {
+		d.db.Close() // closes the connector
 	}
 	return d.cl.Close()
+}
+
+// watchInterval is the driver's topology poll interval for the lag line:
+// faster than its default, so that a change shows in the next line.
+const watchInterval = 100 * time.Millisecond
+
+// watch opens the driver on dsn as an application does, so that the lag
+// line shows what pgreplica measures. It polls every watchInterval, idle
+// or not: dev runs no statement of its own, and an idle connector's view
+// would be four times as old.
+func watch(dsn string) (*pgreplica.Connector, *sql.DB, error) {
+	cfg, err := pgreplica.ParseDSN(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.MonitorInterval, cfg.IdleMonitorInterval = watchInterval, watchInterval
+	c, err := pgreplica.NewConnector(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, sql.OpenDB(c), nil
 }

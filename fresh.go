@@ -2,10 +2,6 @@ package pgreplica
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/puddle/v2"
@@ -47,11 +43,11 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (
 		}
 		if err := c.resolveUntil(ctx, m, pl.pending, pl.waitDeadline(ctx)); err != nil {
 			if ctx.Err() != nil {
-				return lease{}, false, ctx.Err()
+				return lease{}, false, waitEnded(ctx, "the position of a write the read must see", pl.at)
 			}
 			// The position cannot be read (no primary during a failover):
 			// no replica can be proven to have the write.
-			pl.fresh, pl.need = 0, ^LSN(0)>>1
+			pl.fresh, pl.need = 0, unprovableLSN
 			return lease{}, false, nil
 		}
 	}
@@ -84,14 +80,6 @@ func (c *Connector) recentWriteOnPrimary(ctx context.Context, pl *plan) (lease, 
 	return l, true
 }
 
-// laterPos is a write's position read on the primary beside the flight
-// of a read that needs it (readAfterWrite).
-type laterPos struct {
-	done chan struct{}
-	err  error
-	m    *clusterMarks
-}
-
 // readBeside starts reading the position of ticket, as resolveUntil does,
 // while the caller sends its read.
 func (c *Connector) readBeside(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) *laterPos {
@@ -103,13 +91,6 @@ func (c *Connector) readBeside(ctx context.Context, m *clusterMarks, ticket uint
 	return lp
 }
 
-// Wait returns the position once read (pgxroute.Later): the marks, which
-// then cover the write.
-func (lp *laterPos) Wait() (uint64, bool) {
-	<-lp.done
-	return lp.m.all.Load(), lp.err == nil
-}
-
 // settleLater waits for the position read beside the read's flight and
 // makes it the plan's, as readAfterWrite does when it reads it first.
 func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
@@ -118,15 +99,15 @@ func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
 	select {
 	case <-lp.done:
 	case <-ctx.Done():
-		return ctx.Err()
+		return waitEnded(ctx, "the position of a write the read must see", pl.at)
 	}
 	if lp.err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return waitEnded(ctx, "the position of a write the read must see", pl.at)
 		}
 		// The position cannot be read (no primary during a failover):
 		// no replica can be proven to have the write.
-		pl.fresh, pl.need = 0, ^LSN(0)>>1
+		pl.fresh, pl.need = 0, unprovableLSN
 		return nil
 	}
 	pl.need = max(pl.need, LSN(lp.m.all.Load()))
@@ -271,14 +252,13 @@ func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 			return l, nil
 		}
 		if ctx.Err() != nil {
-			return lease{}, ctx.Err()
+			return lease{}, replicaWaitError(ctx, pl, best)
 		}
 		// The last check starts shortly before the deadline, so that a
 		// replica catching up late in the budget still serves the read.
 		left := time.Until(pl.deadline) - lastCheckMargin
 		if left <= 0 {
-			return lease{}, &NoFreshReplicaError{Reason: ReasonTimeout,
-				Detail: fmt.Sprintf("no replica replayed %s before the wait budget ran out (best seen %s)", pl.need, best)}
+			return lease{}, replicaWaitError(ctx, pl, best)
 		}
 		select {
 		case <-time.After(min(backoff, left)):
@@ -409,157 +389,3 @@ func (c *Connector) acquireAnother(ctx context.Context, n *node, i int) (*puddle
 // as it answers, whatever the monitor's backoff. It applies only while the
 // host last known as the primary is down: a cluster with no primary at all
 // (every host a replica, split brain) answers at once.
-
-// primaryRetry is how often a statement waiting for its primary asks the
-// monitor to look again.
-const primaryRetry = 20 * time.Millisecond
-
-// primaryMomentarilyDown reports whether the host last known as the
-// primary is the one that fails now (its probe failed, or it is suspect),
-// with no other host claiming the role.
-func (c *Connector) primaryMomentarilyDown(t *topology) bool {
-	if t.writeErr != nil && errors.Is(t.writeErr, ErrSplitBrain) {
-		return false
-	}
-	for i := range t.nodes {
-		v := &t.nodes[i]
-		if v.probed && v.status.role == rolePrimary && (v.status.err != nil || v.n.suspect.Load()) {
-			return true
-		}
-	}
-	return false
-}
-
-// awaitPrimary waits for the primary, down for a moment, to take a
-// connection again (see above); err is why the first borrow failed.
-func (c *Connector) awaitPrimary(ctx context.Context, slot bool, err error) (lease, error) {
-	deadline := time.Now().Add(c.cfg.ConnectTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	tick := time.NewTicker(primaryRetry)
-	defer tick.Stop()
-	for time.Now().Before(deadline) {
-		c.mon.pokeAll()
-		select {
-		case <-ctx.Done():
-			return lease{}, fmt.Errorf("%w (while waiting for the primary: %w)", err, ctx.Err())
-		case <-tick.C:
-		case <-c.mon.changedCh():
-		}
-		t := c.topo.Load()
-		switch {
-		case t.primaryNode() != nil:
-			l, lerr := c.tryLeasePrimary(ctx, t, slot)
-			if lerr == nil || !errors.Is(lerr, ErrNoPrimary) {
-				return l, lerr
-			}
-			err = lerr
-		case !c.primaryMomentarilyDown(t):
-			return lease{}, t.writeErr
-		default:
-			err = t.writeErr
-		}
-	}
-	return lease{}, err
-}
-
-// errConflicts is why a read fell back after replay conflicts (logs).
-var errConflicts = errors.New("replay conflicts cancelled the read on the replicas")
-
-// fallBack serves a read on the primary, which no replica could serve
-// (why), within the bound on concurrent fallbacks.
-func (c *Connector) fallBack(ctx context.Context, pl *plan, why error) (lease, error) {
-	c.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", why)
-	c.metrics.fallbackReads.Add(1)
-	if err := c.fallbacks.take(ctx); err != nil {
-		return lease{}, err
-	}
-	l, err := c.leasePrimary(ctx, c.topo.Load(), true) // the latest primary
-	if err != nil {
-		c.fallbacks.release()
-		if errors.Is(err, ErrNoPrimary) {
-			// Say why the replicas could not serve it either.
-			err = fmt.Errorf("%w, and no primary to fall back to: %w", why, err)
-		}
-	}
-	return l, err
-}
-
-// fallbackGate is the connector's part that bounds concurrent fallback
-// reads on the primary: when every replica lags in a write burst, sending
-// all reads to the primary at once can take it down exactly when it is
-// busiest. A read holds one of its slots while it runs there.
-type fallbackGate struct {
-	slots chan struct{}
-	wait  time.Duration // Config.FallbackWait
-	// lastStormLog rate-limits the fallback-storm warning (unix ns).
-	lastStormLog atomic.Int64
-	// The connector's counters (the peak of slots held, the reads
-	// refused) and logger.
-	metrics *metrics
-	log     *slog.Logger
-}
-
-// take queues for a slot, in order of arrival (a channel hands a freed
-// slot to the longest waiting sender), until ctx's deadline or
-// Config.FallbackWait, whichever comes first, then fails with
-// ErrFallbackLimit.
-func (g *fallbackGate) take(ctx context.Context) error {
-	if g.tryTake() {
-		return nil
-	}
-	wait := g.wait
-	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl))
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case g.slots <- struct{}{}:
-		g.noteHeld()
-		return nil
-	case <-t.C:
-		g.metrics.fallbackRejected.Add(1)
-		g.warnStorm()
-		return fmt.Errorf("%w: all %d fallback slots stayed taken for %v", ErrFallbackLimit, cap(g.slots), wait.Round(time.Millisecond))
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// tryTake takes a slot if one is free now.
-func (g *fallbackGate) tryTake() bool {
-	select {
-	case g.slots <- struct{}{}:
-		g.noteHeld()
-		return true
-	default:
-		return false
-	}
-}
-
-// release frees a slot.
-func (g *fallbackGate) release() { <-g.slots }
-
-// noteHeld raises the peak of slots held at once (Stats).
-func (g *fallbackGate) noteHeld() {
-	held := int64(len(g.slots))
-	for peak := g.metrics.fallbackPeak.Load(); held > peak; peak = g.metrics.fallbackPeak.Load() {
-		if g.metrics.fallbackPeak.CompareAndSwap(peak, held) {
-			return
-		}
-	}
-}
-
-// warnStorm logs, at most once a second, that reads are being refused
-// because too many already fell back to the primary.
-func (g *fallbackGate) warnStorm() {
-	now := time.Now().UnixNano()
-	last := g.lastStormLog.Load()
-	if now-last < int64(time.Second) || !g.lastStormLog.CompareAndSwap(last, now) {
-		return
-	}
-	g.log.Warn("pgreplica: fallback storm: reads refused, the primary already serves the maximum of fallback reads",
-		"max_primary_fallbacks", cap(g.slots), "refused_total", g.metrics.fallbackRejected.Load())
-}

@@ -1,4 +1,4 @@
-package pgreplicaprom_test
+package pgreplicaoteltest
 
 import (
 	"os"

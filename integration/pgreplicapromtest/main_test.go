@@ -1,4 +1,4 @@
-package pgreplicaotel_test
+package pgreplicapromtest
 
 import (
 	"os"

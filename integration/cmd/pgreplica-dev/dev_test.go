@@ -20,7 +20,7 @@ import (
 	"github.com/pgreplica/pgreplica/integration"
 )
 
-// devProc is "pgreplica dev" running in-process, as main runs it, with a
+// devProc is pgreplica-dev running in-process, as main runs it, with a
 // pipe for its keys and its output collected line by line.
 type devProc struct {
 	t      *testing.T
@@ -53,7 +53,7 @@ func startDev(t *testing.T, args ...string) *devProc {
 		_, _ = io.Copy(io.Discard, outR)
 	}()
 	go func() {
-		code := run(ctx, append([]string{"dev"}, args...), keyR, outW, lockedWriter{&p.mu, &p.stderr})
+		code := run(ctx, args, keyR, outW, lockedWriter{&p.mu, &p.stderr})
 		outW.Close()
 		keyR.Close()
 		<-scanned // every line is in p.lines before done says it ended
@@ -65,9 +65,9 @@ func startDev(t *testing.T, args ...string) *devProc {
 		select {
 		case <-p.done:
 		case <-time.After(time.Minute):
-			t.Error("pgreplica dev did not stop within a minute of its cancellation")
+			t.Error("pgreplica-dev did not stop within a minute of its cancellation")
 		}
-		t.Logf("pgreplica dev output:\n%s\nstderr:\n%s", p.output(), p.stderrText())
+		t.Logf("pgreplica-dev output:\n%s\nstderr:\n%s", p.output(), p.stderrText())
 	})
 	return p
 }
@@ -126,9 +126,9 @@ func (p *devProc) waitLine(from int, want string) (string, int) {
 			if strings.Contains(stderr, integration.ErrNoPostgres.Error()) && os.Getenv(integration.RequireEnv) != "require" {
 				p.t.Skipf("no PostgreSQL here: %s", stderr)
 			}
-			p.t.Fatalf("pgreplica dev exited (%d) before printing %q\n%s\n%s", code, want, p.output(), stderr)
+			p.t.Fatalf("pgreplica-dev exited (%d) before printing %q\n%s\n%s", code, want, p.output(), stderr)
 		case <-deadline:
-			p.t.Fatalf("pgreplica dev printed no %q within 2 minutes", want)
+			p.t.Fatalf("pgreplica-dev printed no %q within 2 minutes", want)
 		case <-p.changed:
 		}
 	}
@@ -143,7 +143,7 @@ func (p *devProc) stop() int {
 		p.done <- code
 		return code
 	case <-time.After(time.Minute):
-		p.t.Fatal("pgreplica dev did not stop within a minute")
+		p.t.Fatal("pgreplica-dev did not stop within a minute")
 		return 0
 	}
 }
@@ -173,13 +173,13 @@ func (p *devProc) banner(replicas int) devBanner {
 	return b
 }
 
-// devCtl runs "pgreplica dev args..." as another terminal does and
+// devCtl runs "pgreplica-dev args..." as another terminal does and
 // returns its output; it fails t unless the exit code is want.
 func devCtl(t *testing.T, want int, args ...string) string {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	if code := run(testCtx(t, time.Minute), append([]string{"dev"}, args...), nil, &out, &errOut); code != want {
-		t.Fatalf("pgreplica dev %s = %d, want %d\n%s%s", strings.Join(args, " "), code, want, out.String(), errOut.String())
+	if code := run(testCtx(t, time.Minute), args, nil, &out, &errOut); code != want {
+		t.Fatalf("pgreplica-dev %s = %d, want %d\n%s%s", strings.Join(args, " "), code, want, out.String(), errOut.String())
 	}
 	return out.String() + errOut.String()
 }
@@ -218,7 +218,7 @@ func openDB(t *testing.T, driver, dsn string) *sql.DB {
 	return db
 }
 
-// TestDevEndToEnd runs "pgreplica dev", connects with the DSN it prints,
+// TestDevEndToEnd runs pgreplica-dev, connects with the DSN it prints,
 // pauses and resumes a replica and changes another's lag from "another
 // terminal" and with keys, then stops it as Ctrl-C does: no server and
 // no directory of the cluster may be left.

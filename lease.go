@@ -1,0 +1,309 @@
+package pgreplica
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/puddle/v2"
+
+	"github.com/pgreplica/pgreplica/internal/monoclock"
+	"github.com/pgreplica/pgreplica/internal/pgxtrace"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
+)
+
+// A lease is one borrowed physical connection, held until its statement or
+// transaction is done; the primitive borrows make one: the primary's
+// connection (waiting a moment for a primary that is down for one), a
+// replica's within its hedge delay, the replica of a session's last read,
+// and the proof that a connection of an endpoint or a pooler reaches a
+// server with the read's position.
+
+// lease is one physical connection borrowed under a plan.
+type lease struct {
+	c       *Connector
+	res     *puddle.Resource[*physical]
+	p       *physical
+	replica bool
+	// slot is set when the lease holds one of the bounded fallback slots.
+	slot bool
+	// known is the replica's replay position known before the statement.
+	known LSN
+	// start is when the statement was about to be sent (the borrow's
+	// clock reading, physical.lent); answered when its answer came (zero
+	// until it did).
+	start, answered monoclock.Time
+	// watch gives up on the statement once its context ended (lib/pq
+	// only; see deadlineWatch).
+	watch *deadlineWatch
+	// inTx: the lease began a transaction for its replay check, which
+	// ends when it is given back (replaycheck.go).
+	inTx bool
+}
+
+func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool) lease {
+	p := res.Value()
+	p.node.inflight.Add(1)
+	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: p.knownReplay(),
+		start: p.lent}
+}
+
+// release gives the connection back (closing it when err says it is
+// broken) and frees the fallback slot. It reads l before the connection
+// goes back: l may be the connection's own record (physical.pgx), which
+// the next borrower overwrites.
+func (l *lease) release(err error) {
+	l.watch.end()
+	l.endCheckTx(&err)
+	n, slot, c := l.p.node, l.slot, l.c
+	n.inflight.Add(-1)
+	n.pool.release(l.res, err)
+	if slot {
+		c.fallbacks.release()
+	}
+}
+
+// observeAnswer notes that l's replica answered now: when (answered) and
+// how long it took (for the hedge delay).
+func (l *lease) observeAnswer() {
+	l.answered = monoclock.Now()
+	l.p.node.answers.Observe(l.answered.Sub(l.start))
+}
+
+// leasePrimary borrows a connection to the primary, waiting for one that
+// is down for a moment (awaitPrimary), or says why there is none.
+func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
+	l, err := c.tryLeasePrimary(ctx, t, slot)
+	if err == nil || !errors.Is(err, ErrNoPrimary) || ctx.Err() != nil || !c.primaryMomentarilyDown(c.topo.Load()) {
+		return l, err
+	}
+	return c.awaitPrimary(ctx, slot, err)
+}
+
+// tryLeasePrimary borrows a connection to the primary, or says why there
+// is none.
+func (c *Connector) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
+	pv := t.primaryNode()
+	if pv == nil {
+		return lease{}, t.writeErr
+	}
+	res, err := pv.n.pool.acquire(ctx)
+	if err != nil {
+		if ctx.Err() == nil && sqlstate.ConnLost(err) {
+			// The primary went away since the last probe; the monitor will
+			// say so too in a moment. Nothing was sent.
+			var he *HostError
+			if errors.As(err, &he) {
+				return lease{}, &hostsError{kinds: []error{ErrNoPrimary}, failed: []*HostError{he}}
+			}
+			return lease{}, fmt.Errorf("%w: %w", ErrNoPrimary, err)
+		}
+		return lease{}, err
+	}
+	return c.newLease(res, false, slot), nil
+}
+
+// acquireReplica borrows a connection to replica n. When another replica
+// could serve the read and n has no idle connection, it waits no longer
+// than n's hedge delay for a new one: a frozen server accepts the TCP
+// connection and never answers its startup, and the read would wait for
+// it until its deadline. The dial goes on in the pool's background. The
+// health check of an idle connection gets no longer either. While a dial
+// to n is under way already, the read does not start another: it goes
+// where another replica or the plan sends it, and the dial serves a later
+// read (on a loaded machine, where dials outlast the delay, every read of
+// every process started one: 48 processes reading 4 times a second held
+// 3 or 4 connections each to each replica).
+func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
+	if !others || c.settings.hedgeDelay <= 0 {
+		return n.pool.acquire(ctx)
+	}
+	delay := n.answers.HedgeDelay(c.settings.hedgeDelay)
+	if res, ok := n.pool.tryAcquire(ctx, delay); ok {
+		return res, nil
+	}
+	if n.pool.dialing.Load() > 0 {
+		return nil, errDialing
+	}
+	actx, cancel := context.WithTimeout(ctx, delay)
+	defer cancel()
+	res, err := n.pool.acquire(actx) // after the monitor's connection, if it holds one
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		// The caller's deadline did not pass: say what did (a read's
+		// error must not match context.DeadlineExceeded for it).
+		err = errSlowConnect
+	}
+	return res, err
+}
+
+var (
+	// errDialing: the replica's pool has no idle connection and is making
+	// one already (acquireReplica).
+	errDialing = errors.New("no idle connection, one being made")
+	// errSlowConnect: no connection to the replica within its hedge delay.
+	errSlowConnect = errors.New("no connection within the hedge delay")
+)
+
+// needOn is the position a read under pl must be proven to have on a
+// connection of n before it runs there: none for a node with one server
+// (selection proved it); for an endpoint or a pooler, the plan's position
+// and the one its lag bounds stand for. The node's lag is that of the
+// server its probe reached, which says nothing of the server a
+// connection reaches: a server within MaxLag (or WithMaxStaleness) has
+// replayed what the primary had written that long ago, within
+// MaxLagBytes what the primary had written less those bytes.
+func (c *Connector) needOn(pl *plan, n *node) LSN {
+	if !n.perConnection() {
+		return 0
+	}
+	need := pl.need
+	if pl.maxLag > 0 {
+		if then, ok := c.primaryLSNs.PositionAt(time.Now().Add(-pl.maxLag)); ok {
+			need = max(need, LSN(then))
+		}
+	}
+	if pv := pl.topo.primaryNode(); pl.maxLagBytes > 0 && pv != nil && uint64(pv.status.lsn) > pl.maxLagBytes {
+		need = max(need, pv.status.lsn-LSN(pl.maxLagBytes))
+	}
+	return need
+}
+
+// leaseAffine serves a session's read on the replica its last read used
+// (pl.prefer), on a connection that reaches the server of that read and
+// is older than it (physical.affine): the server has not restarted since,
+// replay only moves forward, so the read cannot see less than the last
+// one did and no bound on the last read is needed. proven asks that the
+// replica also be known to have pl.need (pl.fresh); otherwise the read
+// checks it in its own flight (guardedRead). Reports false when that is
+// not possible.
+func (c *Connector) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease, bool) {
+	i := pl.prefer.idx
+	if i >= len(pl.topo.nodes) {
+		return lease{}, false // a node newer than the plan's topology (resolve.go)
+	}
+	v := &pl.topo.nodes[i]
+	if v.n != pl.prefer || proven && (!pl.fresh.has(i) || pl.tried.has(i)) || !proven && pl.reject(v, false) != rejectNone {
+		return lease{}, false
+	}
+	res, err := pl.prefer.pool.acquire(ctx)
+	if err != nil {
+		return lease{}, false
+	}
+	if !res.Value().affine(pl.preferServer, pl.preferSince) {
+		pl.prefer.pool.release(res, nil) // maybe another server, or incarnation
+		return lease{}, false
+	}
+	return c.newLease(res, true, false), true
+}
+
+// provenOn reports whether connection p reaches a server known to have
+// replayed need, reading its position on p when what is known of its
+// server does not say (one round trip): for a node whose reads are proven
+// per connection (an endpoint, a pooler), after selection chose it by
+// what all its servers are known to have.
+func (c *Connector) provenOn(ctx context.Context, p *physical, need LSN) (ok, inTx bool, err error) {
+	if p.knownReplay() >= need {
+		return true, false, nil
+	}
+	c.metrics.replayChecks.Add(1)
+	replay, inTx, err := checkReplay(ctx, p)
+	if err != nil {
+		return false, inTx, err
+	}
+	p.node.observeOn(p.srv, replay)
+	return replay >= need, inTx, nil
+}
+
+// primaryRetry is how often a statement waiting for its primary asks the
+// monitor to look again.
+const primaryRetry = 20 * time.Millisecond
+
+// primaryMomentarilyDown reports whether the host last known as the
+// primary is the one that fails now (its probe failed, or it is suspect),
+// with no other host claiming the role.
+func (c *Connector) primaryMomentarilyDown(t *topology) bool {
+	if t.writeErr != nil && errors.Is(t.writeErr, ErrSplitBrain) {
+		return false
+	}
+	for i := range t.nodes {
+		v := &t.nodes[i]
+		if v.probed && v.status.role == rolePrimary && (v.status.err != nil || v.n.suspect.Load()) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitPrimary waits for the primary, down for a moment, to take a
+// connection again (see above); err is why the first borrow failed.
+func (c *Connector) awaitPrimary(ctx context.Context, slot bool, err error) (lease, error) {
+	start := time.Now()
+	deadline := start.Add(c.cfg.ConnectTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	tick := time.NewTicker(primaryRetry)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		c.mon.pokeAll()
+		select {
+		case <-ctx.Done():
+			return lease{}, fmt.Errorf("%w (waited %v for the primary, within pgreplica_connect_timeout %v: %w)", err, roundWait(time.Since(start)), c.cfg.ConnectTimeout, ctx.Err())
+		case <-tick.C:
+		case <-c.mon.changedCh():
+		}
+		t := c.topo.Load()
+		switch {
+		case t.primaryNode() != nil:
+			l, lerr := c.tryLeasePrimary(ctx, t, slot)
+			if lerr == nil || !errors.Is(lerr, ErrNoPrimary) {
+				return l, lerr
+			}
+			err = lerr
+		case !c.primaryMomentarilyDown(t):
+			return lease{}, t.writeErr
+		default:
+			err = t.writeErr
+		}
+	}
+	return lease{}, err
+}
+
+// endCheckTx ends the transaction of a lease whose check began one, once
+// its read is done, before the connection goes back; *err becomes an
+// error that closes the connection when that fails.
+func (l *lease) endCheckTx(err *error) {
+	if !l.inTx {
+		return
+	}
+	l.inTx = false
+	if *err == nil || !sqlstate.ServerGone(*err) {
+		if e := endCheckTx(l.p, l.c.cfg.ProbeTimeout); e != nil {
+			*err = e
+		}
+	}
+}
+
+// endCheckTx ends the transaction a pooled check began on p (timeout at
+// most: the caller is done with the read). An error closes the
+// connection rather than lend it inside a transaction.
+func endCheckTx(p *physical, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err := execInner(pgxtrace.Own(ctx), p.conn, "ROLLBACK", nil) // pgreplica's, not traced
+	if err != nil {
+		return driver.ErrBadConn
+	}
+	return nil
+}
+
+// watchStatement arms lib/pq's deadline watch over the statement route
+// runs on l: it and its rows end with the lease (route serves statements
+// outside transactions and pinned connections). pgx needs none.
+func (c *Connector) watchStatement(ctx context.Context, l *lease) {
+	if c.pq {
+		l.watch = watchDeadline(ctx, l.p, c.cfg.ProbeTimeout)
+	}
+}
