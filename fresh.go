@@ -30,7 +30,7 @@ import (
 func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
 	m := c.marksOf(pl.topo)
 	if m.covered.Load() < pl.pending {
-		if c.replicasLate(pl, beside) {
+		if pl.replicasLate(beside, time.Now()) {
 			if l, ok := c.recentWriteOnPrimary(ctx, pl); ok {
 				return l, true, nil
 			}
@@ -116,7 +116,7 @@ func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
 }
 
 // replicasLate predicts whether a replica would answer a read of the
-// pending write later than the primary (ReadAfterWritePrimary sends it
+// pending write, asked at now, later than the primary (ReadAfterWritePrimary sends it
 // there then). A read that carries its check in its flight (beside) costs
 // a replica's round trip, the write's position being read beside it: it
 // is late only when every replica the read may use is predicted to
@@ -125,18 +125,18 @@ func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
 // recovery_min_apply_delay; a paused one is late). Otherwise the
 // position costs a round trip of its own before the read, and a write
 // younger than youngWrite is taken to be on no replica yet.
-func (c *Connector) replicasLate(pl *plan, beside bool) bool {
+func (pl *plan) replicasLate(beside bool, now time.Time) bool {
 	if pl.pendingWriteAt.IsZero() {
 		return false // only a session read's bound is pending: resolved, never sent to the primary
 	}
 	if !beside {
-		return time.Since(pl.pendingWriteAt) < youngWrite
+		return now.Sub(pl.pendingWriteAt) < youngWrite
 	}
 	p := pl.topo.primaryNode()
 	if p == nil {
 		return false
 	}
-	ahead := p.n.rttEWMA() + time.Since(pl.pendingWriteAt)
+	ahead := p.n.rttEWMA() + now.Sub(pl.pendingWriteAt)
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
 		if v.n.endpoint.Load() {

@@ -162,7 +162,7 @@ func TestReplicasLatePrediction(t *testing.T) {
 			top.nodes[1].n.endpoint.Store(tc.endpoint)
 			top.nodes[1].status.paused = tc.paused
 			pl := plan{topo: top, read: true, pendingWriteAt: now.Add(-tc.age)}
-			if got := (&Connector{}).replicasLate(&pl, tc.beside); got != tc.late {
+			if got := pl.replicasLate(tc.beside, now); got != tc.late {
 				t.Errorf("replicasLate = %v, want %v", got, tc.late)
 			}
 		})
