@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgreplica/pgreplica/internal/innerrows"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
+	"github.com/pgreplica/pgreplica/internal/stmtset"
 )
 
 // The virtual connection database/sql pools (conn), its statements
@@ -124,11 +125,8 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtclass.Class, ar
 		return nil, driver.ErrBadConn
 	}
 	sticky := cn.sticky()
-	switch {
-	case sticky == nil && cls.SessionState:
-		cls = onPrimary(cls) // it pins: only the primary keeps it
-	case sticky == nil && cn.c.refused.Has(query):
-		cls = classWrite(cls)
+	if sticky == nil {
+		routeClass(&cn.c.refused, query, &cls)
 	}
 	var pl plan
 	if err := cn.c.planFor(ctx, cls, &pl); err != nil {
@@ -222,6 +220,18 @@ func (cn *conn) sticky() *lease {
 		return &cn.tx.lease
 	}
 	return cn.pinned
+}
+
+// routeClass is the one adjustment of a query's class, in either door,
+// before it is routed outside a pinned connection: a statement that sets
+// session state goes to the primary (it pins, and only the primary keeps
+// it), and one a replica refused before (SQLSTATE 25006) is a write.
+func routeClass(refused *stmtset.Set, query string, cls *stmtclass.Class) {
+	if cls.SessionState {
+		cls.Hint = stmtclass.HintPrimary // as onPrimary
+	} else if refused.Has(query) {
+		cls.Read = false // as classWrite
+	}
 }
 
 // onPrimary marks a statement for the primary whatever it is.

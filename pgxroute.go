@@ -41,15 +41,9 @@ func (r pgxRouter) class(req pgxroute.Request) (cls stmtclass.Class, query strin
 	c := r.c
 	switch req.Kind {
 	case pgxroute.Query:
-		query = req.SQL
-		cls = c.classes.Classify(query)
-		switch {
-		case cls.SessionState:
-			cls = onPrimary(cls) // only the primary keeps it
-		case c.refused.Has(query):
-			cls = classWrite(cls)
-		}
-		return cls, query
+		cls = c.classes.Classify(req.SQL)
+		routeClass(&c.refused, req.SQL, &cls)
+		return cls, req.SQL
 	case pgxroute.Exec:
 		return onPrimary(c.classes.Classify(req.SQL)), ""
 	case pgxroute.Batch:
@@ -69,9 +63,7 @@ func (r pgxRouter) batchClass(sqls []string) stmtclass.Class {
 	b := stmtclass.Class{Read: len(sqls) > 0, NoWAL: true}
 	for _, q := range sqls {
 		cls := r.c.classes.Classify(q)
-		if r.c.refused.Has(q) {
-			cls = classWrite(cls)
-		}
+		routeClass(&r.c.refused, q, &cls)
 		b.Read = b.Read && cls.Read && cls.Hint != stmtclass.HintPrimary
 		b.NoWAL = b.NoWAL && (cls.Read || cls.NoWAL)
 		b.SessionState = b.SessionState || cls.SessionState
