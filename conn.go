@@ -5,7 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 
-	"github.com/pgreplica/pgreplica/internal/innerrows"
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 	"github.com/pgreplica/pgreplica/internal/stmtset"
 )
@@ -78,7 +78,7 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtclass.Class, arg
 		return nil, err
 	}
 	if l := cn.sticky(); l != nil {
-		if err := convertArgs(l.p.conn, args); err != nil {
+		if err := inner.ConvertArgs(l.p.conn, args); err != nil {
 			return nil, err
 		}
 		r, err := cn.execOn(ctx, &pl, l.p, query, cls, args)
@@ -111,9 +111,9 @@ func (cn *conn) execOn(ctx context.Context, pl *plan, p *physical, query string,
 	p.note(cls)
 	if cn.tx != nil {
 		cn.tx.noteStatement(cls)
-		return execInner(ctx, p.conn, query, args)
+		return inner.Exec(ctx, p.conn, query, args)
 	}
-	r, err := execInner(ctx, p.conn, query, args)
+	r, err := inner.Exec(ctx, p.conn, query, args)
 	if err == nil && pl.capture {
 		cn.c.wrote(pl, p, cls.AsyncCommit)
 	}
@@ -155,10 +155,10 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtclass.Class, ar
 // stays borrowed after the rows close.
 func (cn *conn) queryOn(ctx context.Context, pl *plan, p *physical, query string, cls stmtclass.Class, args []driver.NamedValue) (driver.Rows, error) {
 	p.note(cls)
-	if err := convertArgs(p.conn, args); err != nil {
+	if err := inner.ConvertArgs(p.conn, args); err != nil {
 		return nil, err
 	}
-	rows, err := queryInner(ctx, p.conn, query, args)
+	rows, err := inner.Query(ctx, p.conn, query, args)
 	if err != nil {
 		if cn.tx == nil && pl.capture {
 			err = cn.c.writeFailed(p, err)
@@ -187,7 +187,7 @@ func (cn *conn) stickyRows(pl *plan, p *physical, rows driver.Rows) driver.Rows 
 // once database/sql closes them, what the plan asks happens (capture a
 // write's position, bound a session read) and the connection goes back.
 type leasedRows struct {
-	innerrows.Rows
+	inner.Rows
 	pl plan
 	l  lease
 }
@@ -202,7 +202,7 @@ func (r *leasedRows) AfterRows(err error) {
 // capturingRows are the rows of a write on a pinned connection: its LSN
 // is captured once they are done; the connection stays pinned.
 type capturingRows struct {
-	innerrows.Rows
+	inner.Rows
 	c  *Connector
 	pl plan
 	p  *physical
@@ -290,7 +290,7 @@ func (cn *conn) IsValid() bool {
 }
 
 // CheckNamedValue accepts every argument: the conversion happens on the
-// physical connection that runs the statement (see convertArgs), because
+// physical connection that runs the statement (see inner.ConvertArgs), because
 // the inner driver decides what it accepts.
 func (cn *conn) CheckNamedValue(*driver.NamedValue) error { return nil }
 

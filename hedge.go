@@ -176,7 +176,7 @@ func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedg
 	case state == hedgeRunning && err == nil:
 		s.state = hedgeFirstWon
 		if s.second != nil {
-			s.second.socks.close() // cut the hedge off
+			s.second.socks.Close() // cut the hedge off
 		}
 		s.forget() // launch took what it needs
 		s.mu.Unlock()
@@ -274,7 +274,7 @@ func (s *hedgeSlot) launch() {
 		return
 	case err == nil:
 		s.state = hedgeSecondWon
-		s.first.socks.close() // cut the first attempt off
+		s.first.socks.Close() // cut the first attempt off
 		c.metrics.hedgeWins.Add(1)
 		r.l = l
 	default:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/pgxflight"
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
@@ -162,7 +163,7 @@ func (q *flightQuery) run(p *physical, need pgxroute.Need) (LSN, error) {
 	if !ok || w.descs.Mode == pgx.QueryExecModeSimpleProtocol {
 		return 0, pgxflight.ErrNoFlight // BeforeConnect may have chosen it (flightsFor)
 	}
-	if err := convertArgs(p.conn, q.args); err != nil {
+	if err := inner.ConvertArgs(p.conn, q.args); err != nil {
 		return 0, err
 	}
 	replayed, rows, err := pgxflight.Run(q.ctx, w.conn, &w.descs, replaySQL, q.query, q.args, need)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/puddle/v2"
 
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
@@ -292,7 +293,7 @@ func (l *lease) endCheckTx(err *error) {
 func endCheckTx(p *physical, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_, err := execInner(pgxtrace.Own(ctx), p.conn, "ROLLBACK", nil) // pgreplica's, not traced
+	_, err := inner.Exec(pgxtrace.Own(ctx), p.conn, "ROLLBACK", nil) // pgreplica's, not traced
 	if err != nil {
 		return driver.ErrBadConn
 	}
@@ -304,6 +305,6 @@ func endCheckTx(p *physical, timeout time.Duration) error {
 // outside transactions and pinned connections). pgx needs none.
 func (c *Connector) watchStatement(ctx context.Context, l *lease) {
 	if c.pq {
-		l.watch = watchDeadline(ctx, l.p, c.cfg.ProbeTimeout)
+		l.watch = watchDeadline(ctx, l.p.socks, c.cfg.ProbeTimeout)
 	}
 }

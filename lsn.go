@@ -98,3 +98,22 @@ func (l *LSN) UnmarshalText(text []byte) error {
 	*l = v
 	return nil
 }
+
+// Positions the router reads (queryLSN in wire.go, and the wire's
+// beginChecked). A write's LSN must be read after its COMMIT and be at or
+// past the end of its record: for a synchronous commit the flush LSN is
+// the tight choice (already flushed, so replicas will reach it); when the
+// commit may have been asynchronous only the insert LSN is safe (the
+// flush LSN is usually still below the commit record).
+const (
+	replaySQL    = "SELECT pg_last_wal_replay_lsn()::text"
+	flushLSNSQL  = "SELECT pg_current_wal_flush_lsn()::text"
+	insertLSNSQL = "SELECT pg_current_wal_insert_lsn()::text"
+)
+
+func lsnSQL(async bool) string {
+	if async {
+		return insertLSNSQL
+	}
+	return flushLSNSQL
+}

@@ -3,12 +3,12 @@ package pgreplica
 import (
 	"context"
 	"database/sql/driver"
-	"net"
 	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/puddle/v2"
 
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/keptstmt"
 	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
@@ -61,7 +61,7 @@ type physical struct {
 	pgx pgxLease
 
 	// socks are the sockets the inner driver dialed for this connection.
-	socks *sockets
+	socks *sockpeek.Sockets
 	// closeOnce closes conn once: the destructor and a borrower that comes
 	// back after Close may both try.
 	closeOnce sync.Once
@@ -91,68 +91,7 @@ func (p *physical) note(cls stmtclass.Class) {
 // runQuery runs a query on p.
 func runQuery(ctx context.Context, p *physical, query string, args []driver.NamedValue, cls stmtclass.Class) (driver.Rows, error) {
 	p.note(cls)
-	return queryInner(ctx, p.conn, query, args)
-}
-
-// sockets collects the network connections an inner driver dials while
-// connecting one physical connection. pgx and lib/pq dial through a
-// function pgreplica supplies (see innerConnector), which finds the
-// collection in the connect context (socketsKey).
-type sockets struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	// peeker looks at peeked, the last of conns, made at the first look.
-	peeker *sockpeek.Peeker
-	peeked net.Conn
-}
-
-type socketsKey struct{}
-
-// noteSocket records c in the collection ctx carries, if any (a cancel
-// request dialed with a statement's context carries none).
-func noteSocket(ctx context.Context, c net.Conn) {
-	if s, ok := ctx.Value(socketsKey{}).(*sockets); ok {
-		s.mu.Lock()
-		s.conns = append(s.conns, c)
-		s.mu.Unlock()
-	}
-}
-
-// peek looks at the connection's socket without consuming anything (see
-// sockpeek). The last socket dialed is the connection's: an inner driver
-// that falls back (sslmode=prefer) dials again after closing the first.
-func (s *sockets) peek() sockpeek.State {
-	s.mu.Lock()
-	var c net.Conn
-	if n := len(s.conns); n > 0 {
-		c = s.conns[n-1]
-	}
-	if c != nil && s.peeked != c {
-		s.peeker, s.peeked = sockpeek.NewPeeker(c), c
-	}
-	pk := s.peeker
-	s.mu.Unlock()
-	if c == nil {
-		return sockpeek.Unknown
-	}
-	return pk.Peek()
-}
-
-// reset forgets the sockets of a connection that is gone.
-func (s *sockets) reset() {
-	s.mu.Lock()
-	s.conns, s.peeker, s.peeked = nil, nil, nil
-	s.mu.Unlock()
-}
-
-// close closes the sockets and reports whether there were any.
-func (s *sockets) close() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.conns {
-		c.Close()
-	}
-	return len(s.conns) > 0
+	return inner.Query(ctx, p.conn, query, args)
 }
 
 // prepareStmt returns an inner statement for query on p: the one p keeps
@@ -161,7 +100,7 @@ func (p *physical) prepareStmt(ctx context.Context, query string) (driver.Stmt, 
 	if st := p.stmts.Take(query); st != nil {
 		return st, nil
 	}
-	st, err := prepareInner(ctx, p.conn, query)
+	st, err := inner.Prepare(ctx, p.conn, query)
 	if err == nil {
 		p.stmts.Keep(query, st)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/pgxtrace"
+	"github.com/pgreplica/pgreplica/internal/sockpeek"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
@@ -82,8 +83,8 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 			defer hp.dialing.Add(-1)
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			socks := &sockets{}
-			c, err := inner.Connect(context.WithValue(ctx, socketsKey{}, socks))
+			socks := &sockpeek.Sockets{}
+			c, err := inner.Connect(sockpeek.WithSockets(ctx, socks))
 			if err != nil {
 				return nil, err
 			}
@@ -293,7 +294,7 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 	if v := res.Value().valid; v != nil && !v.IsValid() {
 		return false
 	}
-	if p := res.Value(); !p.wire.live(p) {
+	if p := res.Value(); !p.wire.live(p.socks) {
 		// The server ended this connection while it sat idle (a restart,
 		// a failover, an administrator): a statement sent on it would fail
 		// after it was sent (see acquire).
@@ -324,7 +325,7 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 func ping(ctx context.Context, p *physical, pinger driver.Pinger, limit time.Duration) error {
 	pctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	stop := context.AfterFunc(pctx, func() { p.socks.close() })
+	stop := context.AfterFunc(pctx, func() { p.socks.Close() })
 	defer stop()
 	return pinger.Ping(pctx)
 }
@@ -437,7 +438,7 @@ func (hp *hostPool) destroy(p *physical) {
 	hp.mu.Lock()
 	delete(hp.all, p)
 	hp.mu.Unlock()
-	if p.owner.Load() == ownerOrphan && p.socks.close() {
+	if p.owner.Load() == ownerOrphan && p.socks.Close() {
 		return
 	}
 	hp.closePhysical(p)

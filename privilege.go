@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
@@ -29,7 +30,7 @@ const StatusNeedsMonitor = "unknown (needs pg_monitor)"
 // checkPrivileges returns the functions and views the role of c may not
 // use, and the role's name.
 func checkPrivileges(ctx context.Context, c driver.Conn) (probe.Fn, string, error) {
-	rows, err := queryInner(ctx, c, probe.PrivilegeSQL, nil)
+	rows, err := inner.Query(ctx, c, probe.PrivilegeSQL, nil)
 	if err != nil {
 		return 0, "", fmt.Errorf("probe: checking privileges: %w", err)
 	}

@@ -11,8 +11,10 @@ import (
 
 	"github.com/jackc/puddle/v2"
 
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/probe"
+	"github.com/pgreplica/pgreplica/internal/sockpeek"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
@@ -120,7 +122,7 @@ type prober struct {
 	// connUsed is when conn last served a probe or capture (reapOwnConn).
 	connUsed time.Time
 	// socks are conn's sockets, closed when a probe times out.
-	socks sockets
+	socks sockpeek.Sockets
 	// failed is why a borrowed probe connection was closed when the
 	// server did not answer in a probe's time: the next probe reports it
 	// rather than connect again first.
@@ -347,7 +349,7 @@ func (p *prober) probeOnce(ctx context.Context) bool {
 	}
 	seq := p.started.Add(1)
 	pctx, cancel := context.WithTimeout(ctx, timeout)
-	stop := context.AfterFunc(pctx, func() { p.socks.close() })
+	stop := context.AfterFunc(pctx, func() { p.socks.Close() })
 	st := p.probeFn(pctx)
 	if !stop() {
 		p.closeConn() // its socket may be closed
@@ -500,7 +502,7 @@ func (p *prober) onPooled(ctx context.Context, timeout time.Duration, f func(con
 	}
 	pc := res.Value()
 	qctx, cancel := context.WithTimeout(ctx, timeout)
-	stop := context.AfterFunc(qctx, func() { pc.socks.close() })
+	stop := context.AfterFunc(qctx, func() { pc.socks.Close() })
 	err = f(qctx, pc)
 	if !stop() {
 		// Its socket may be closed: the pool drops it (ErrBadConn).
@@ -522,8 +524,8 @@ func (p *prober) probeConn(ctx context.Context) (*nodeStatus, error) {
 		return nil, err
 	}
 	if fresh {
-		p.socks.reset()
-		c, err := p.inner.Connect(context.WithValue(ctx, socketsKey{}, &p.socks))
+		p.socks.Reset()
+		c, err := p.inner.Connect(sockpeek.WithSockets(ctx, &p.socks))
 		if err != nil {
 			return nil, err
 		}
@@ -576,7 +578,7 @@ func (p *prober) ask(ctx context.Context, conn driver.Conn, since time.Time, fre
 	case light:
 		query = probe.LightSQL
 	}
-	rows, err := queryInner(ctx, conn, query, nil)
+	rows, err := inner.Query(ctx, conn, query, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -702,7 +704,7 @@ func (p *prober) queryLSN(ctx context.Context, query string, timeout time.Durati
 	defer cancel()
 	// As for a probe: closing the socket is the one way to stop lib/pq
 	// waiting for a server that answers nothing.
-	stop := context.AfterFunc(qctx, func() { p.socks.close() })
+	stop := context.AfterFunc(qctx, func() { p.socks.Close() })
 	start := time.Now()
 	lsn, err = queryLSN(qctx, p.conn, query)
 	if stop() && err == nil {

@@ -33,7 +33,7 @@ func checkReplay(ctx context.Context, p *physical) (replay LSN, inTx bool, err e
 		replay, err = queryLSN(ctx, p.conn, replaySQL)
 		return replay, false, err
 	}
-	replay, err = p.wire.beginChecked(ctx, p)
+	replay, err = p.wire.beginChecked(ctx, p.conn)
 	if err != nil {
 		return 0, false, err
 	}

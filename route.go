@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
@@ -50,7 +51,7 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 			return l, err
 		}
 		c.watchStatement(ctx, &l)
-		if err := convertArgs(l.p.conn, st.args); err != nil {
+		if err := inner.ConvertArgs(l.p.conn, st.args); err != nil {
 			l.release(nil)
 			return lease{}, err
 		}

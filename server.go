@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
@@ -171,7 +172,7 @@ type ServerStatus struct {
 // records it on p and its node (one round trip per connection, when it is
 // made).
 func (n *node) learnServer(ctx context.Context, p *physical) error {
-	rows, err := queryInner(ctx, p.conn, probe.IdentitySQL, nil)
+	rows, err := inner.Query(ctx, p.conn, probe.IdentitySQL, nil)
 	if err != nil {
 		return err
 	}

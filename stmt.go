@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -106,7 +107,7 @@ func (c *Connector) describe(ctx context.Context, query string, cls stmtclass.Cl
 		if err != nil {
 			return 0, err
 		}
-		n, err := l.p.wire.describe(ctx, l.p, query)
+		n, err := l.p.wire.describe(ctx, l.p.conn, query)
 		l.release(err)
 		if err != nil && attempt == 0 && sqlstate.ConnLost(err) && ctx.Err() == nil {
 			continue
@@ -172,7 +173,7 @@ func (s *stmt) NumInput() int { return s.numInput }
 // statement: with the inner statement's NamedValueChecker, else the inner
 // conn's, else (ErrSkip) database/sql's default conversion. A routed
 // statement accepts every value: the physical conn that runs it converts
-// (see convertArgs).
+// (see inner.ConvertArgs).
 func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
 	st := s.bound()
 	if st == nil {
@@ -205,7 +206,7 @@ func (s *stmt) bind(ctx context.Context, args []driver.NamedValue) (driver.Stmt,
 	}
 	// database/sql converted args for a routed statement (CheckNamedValue
 	// accepted them as they were): convert them for this connection.
-	if err := convertArgs(l.p.conn, args); err != nil {
+	if err := inner.ConvertArgs(l.p.conn, args); err != nil {
 		return nil, err
 	}
 	st, err := l.p.prepareStmt(ctx, s.query)

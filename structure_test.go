@@ -24,7 +24,7 @@ import (
 // parent was in; the mutual pairs fell from 55 to 32.
 const (
 	maxLargestCycle   = 41
-	maxMutualPairs    = 32
+	maxMutualPairs    = 29
 	maxConnectorFiles = 18
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/puddle/v2"
-	"github.com/pgreplica/pgreplica/internal/pgxtrace"
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
@@ -66,7 +66,7 @@ func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node,
 	backoff := 100 * time.Microsecond
 	waited := false
 	for {
-		hidden, err := queryText(ctx, p.conn, probe.PrimaryHiddenSQL)
+		hidden, err := inner.QueryText(ctx, p.conn, probe.PrimaryHiddenSQL)
 		if err != nil || hidden == "{}" {
 			return err
 		}
@@ -106,7 +106,7 @@ func (c *Connector) replicaShows(ctx context.Context, n *node, srv *server, xids
 	if err != nil || res == nil {
 		return 0, err
 	}
-	s, err := queryText(ctx, res.Value().conn, probe.ReplicaShowsSQL, driver.NamedValue{Ordinal: 1, Value: xids})
+	s, err := inner.QueryText(ctx, res.Value().conn, probe.ReplicaShowsSQL, driver.NamedValue{Ordinal: 1, Value: xids})
 	n.pool.release(res, err)
 	if err != nil {
 		return 0, err
@@ -124,21 +124,4 @@ func (c *Connector) acquireOnServer(ctx context.Context, n *node, srv *server) (
 		return n.pool.acquire(ctx)
 	}
 	return c.onServers(ctx, n, func(p *physical) (bool, error) { return p.srv == srv, nil })
-}
-
-// queryText runs a query of one value on conn and returns it as text.
-func queryText(ctx context.Context, conn driver.Conn, query string, args ...driver.NamedValue) (string, error) {
-	rows, err := queryInner(pgxtrace.Own(ctx), conn, query, args) // pgreplica's, not traced
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	vals := make([]driver.Value, 1)
-	if err := rows.Next(vals); err != nil {
-		return "", fmt.Errorf("pgreplica: %s: %w", query, err)
-	}
-	if v, ok := vals[0].(int64); ok {
-		return fmt.Sprint(v), nil
-	}
-	return probe.Text(vals[0]), nil
 }

@@ -18,18 +18,19 @@ import (
 )
 
 // pgx: its connector (pgx's stdlib, dialing through pgx's own function
-// plus noteSocket, through the application's hooks when it gave some:
+// plus sockpeek.Note, through the application's hooks when it gave some:
 // pgxhooks.go) and its wire, which reaches the protocol underneath
 // database/sql. Its reads that carry their check in their own flight are
 // in inflight.go.
 
-// pgxConnector is pgx's connector for host h, dialing through pgx's own
-// dial function plus noteSocket. Pinned to one address of h's name, its
-// lookup answers that address: pgx dials it and still verifies the name.
-func pgxConnector(cfg *Config, h Host, dsn, pin string) (driver.Connector, error) {
+// pgxConnector is pgx's connector for a host's dsn, dialing through
+// pgx's own dial function plus sockpeek.Note; its error is pgx's
+// rejection of dsn. Pinned to one address of the host's name, its lookup
+// answers that address: pgx dials it and still verifies the name.
+func pgxConnector(cfg *Config, dsn, pin string) (driver.Connector, error) {
 	pc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, badDSN(cfg, h, err)
+		return nil, err
 	}
 	if cfg.LookupFunc != nil {
 		pc.LookupFunc = pgconn.LookupFunc(cfg.LookupFunc)
@@ -52,12 +53,12 @@ func pinned(lookup pgconn.LookupFunc, pin string) pgconn.LookupFunc {
 }
 
 // notingSockets returns dial, which then notes each socket it dialed
-// (noteSocket).
+// (sockpeek.Note).
 func notingSockets(dial pgconn.DialFunc) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err == nil {
-			noteSocket(ctx, c)
+			sockpeek.Note(ctx, c)
 		}
 		return c, err
 	}
@@ -79,7 +80,7 @@ type pgxWire struct {
 // describe sends an unnamed Parse/Describe/Sync: one round trip and
 // nothing to deallocate (pgx's own Prepare would name the statement after
 // its text and cost a Deallocate at Close).
-func (w *pgxWire) describe(ctx context.Context, _ *physical, query string) (int, error) {
+func (w *pgxWire) describe(ctx context.Context, _ driver.Conn, query string) (int, error) {
 	if w.conn.IsClosed() {
 		return 0, driver.ErrBadConn // as stdlib's PrepareContext
 	}
@@ -98,7 +99,7 @@ func (w *pgxWire) backendPID() uint32 { return w.conn.PgConn().PID() }
 
 // beginChecked sends BEGIN and the check as one simple query: one round
 // trip, one transaction.
-func (w *pgxWire) beginChecked(ctx context.Context, _ *physical) (LSN, error) {
+func (w *pgxWire) beginChecked(ctx context.Context, _ driver.Conn) (LSN, error) {
 	results, err := w.conn.PgConn().Exec(ctx, "BEGIN READ ONLY; "+replaySQL).ReadAll()
 	if err != nil {
 		return 0, err
@@ -115,11 +116,11 @@ func (w *pgxWire) beginChecked(ctx context.Context, _ *physical) (LSN, error) {
 // them with a deadline would leave pgx's background reader on the socket.
 // A reconnect is cheap next to a write of unknown outcome. A healthy idle
 // connection costs one system call, never a round trip.
-func (w *pgxWire) live(p *physical) bool {
+func (w *pgxWire) live(socks *sockpeek.Sockets) bool {
 	if w.conn.PgConn().IsClosed() {
 		return false
 	}
-	switch p.socks.peek() {
+	switch socks.Peek() {
 	case sockpeek.Closed, sockpeek.Pending:
 		return false
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lib/pq"
 
+	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
 
@@ -18,13 +19,14 @@ import (
 // (genericWire, and pqWire for its process id); and the deadline watch
 // its statements need (deadlineWatch).
 
-// pqConnector is lib/pq's connector for host h.
-func pqConnector(cfg *Config, h Host, dsn, pin string) (driver.Connector, error) {
+// pqConnector is lib/pq's connector for a host's dsn; its error is
+// lib/pq's rejection of dsn.
+func pqConnector(cfg *Config, dsn, pin string) (driver.Connector, error) {
 	c, err := pq.NewConnector(dsn)
 	if err != nil {
-		return nil, badDSN(cfg, h, err)
+		return nil, err
 	}
-	c.Dialer(socketDialer{pin: pin, lookup: cfg.LookupFunc}) // lib/pq's default dialer, plus noteSocket
+	c.Dialer(socketDialer{pin: pin, lookup: cfg.LookupFunc}) // lib/pq's default dialer, plus sockpeek.Note
 	return c, nil
 }
 
@@ -57,7 +59,7 @@ func (s socketDialer) DialContext(ctx context.Context, network, address string) 
 	}
 	c, err := s.d.DialContext(ctx, network, address)
 	if err == nil {
-		noteSocket(ctx, c)
+		sockpeek.Note(ctx, c)
 	}
 	return c, err
 }
@@ -72,7 +74,7 @@ func (s socketDialer) dialLookedUp(ctx context.Context, network, host, address s
 	for _, a := range addrs {
 		c, err := s.d.DialContext(ctx, network, pinnedAddr(a, address))
 		if err == nil {
-			noteSocket(ctx, c)
+			sockpeek.Note(ctx, c)
 			return c, nil
 		}
 		errs = append(errs, err)
@@ -92,11 +94,12 @@ func (genericWire) badConnMaySend() bool { return true }
 func (genericWire) backendPID() uint32 { return 0 }
 
 // beginChecked costs two round trips: BEGIN, then the check.
-func (genericWire) beginChecked(ctx context.Context, p *physical) (LSN, error) {
-	if _, err := execInner(ctx, p.conn, "BEGIN READ ONLY", nil); err != nil {
+func (genericWire) beginChecked(ctx context.Context, conn driver.Conn) (LSN, error) {
+	if _, err := inner.Exec(ctx, conn, "BEGIN READ ONLY", nil); err != nil {
 		return 0, err
 	}
-	return queryLSN(ctx, p.conn, replaySQL)
+	replay, err := inner.QueryLSN(ctx, conn, replaySQL)
+	return LSN(replay), err
 }
 
 // live looks at the socket only: lib/pq cannot hand over a message that
@@ -104,8 +107,8 @@ func (genericWire) beginChecked(ctx context.Context, p *physical) (LSN, error) {
 // backend's FATAL termination, so pending bytes count as dead too (at
 // worst a connection is replaced). Without a socket (a test double), the
 // connection is taken as it is.
-func (genericWire) live(p *physical) bool {
-	switch p.socks.peek() {
+func (genericWire) live(socks *sockpeek.Sockets) bool {
+	switch socks.Peek() {
 	case sockpeek.Closed, sockpeek.Pending:
 		return false
 	}
@@ -115,8 +118,8 @@ func (genericWire) live(p *physical) bool {
 // describe prepares and closes the inner driver's own statement: for
 // lib/pq the round trip its Close would cost later anyway, and lib/pq's
 // own errors (a CopyIn outside a transaction).
-func (genericWire) describe(ctx context.Context, p *physical, query string) (int, error) {
-	st, err := prepareInner(ctx, p.conn, query)
+func (genericWire) describe(ctx context.Context, conn driver.Conn, query string) (int, error) {
+	st, err := inner.Prepare(ctx, conn, query)
 	if err != nil {
 		return 0, err
 	}
@@ -166,9 +169,9 @@ type deadlineWatch struct {
 	stop  func() bool
 }
 
-// watchDeadline arms a watch over a statement on p for ctx; nil when ctx
-// never ends.
-func watchDeadline(ctx context.Context, p *physical, grace time.Duration) *deadlineWatch {
+// watchDeadline arms a watch over a statement for ctx on the connection
+// whose sockets are socks; nil when ctx never ends.
+func watchDeadline(ctx context.Context, socks *sockpeek.Sockets, grace time.Duration) *deadlineWatch {
 	if ctx.Done() == nil {
 		return nil
 	}
@@ -177,7 +180,7 @@ func watchDeadline(ctx context.Context, p *physical, grace time.Duration) *deadl
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if !w.ended {
-			w.timer = time.AfterFunc(grace, func() { p.socks.close() })
+			w.timer = time.AfterFunc(grace, func() { socks.Close() })
 		}
 	})
 	return w

@@ -2,7 +2,10 @@
 // from it: one system call, no round trip, and whatever is pending stays
 // there for the inner driver. The pool uses it to replace a connection the
 // server closed or terminated while it sat idle, before a write is sent on
-// it. It knows nothing of the router.
+// it. It also keeps the sockets an inner driver dialed for one connection
+// (Sockets, noted by the dial function pgreplica gives the driver), which
+// are what it looks at, and what the router closes to cut off a statement
+// whose server stopped answering. It knows nothing of the router.
 package sockpeek
 
 // State is what a look at an idle connection's socket found.

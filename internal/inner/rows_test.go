@@ -1,4 +1,4 @@
-package innerrows
+package inner
 
 import (
 	"database/sql/driver"

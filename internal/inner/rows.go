@@ -1,12 +1,4 @@
-// Package innerrows wraps the rows of an inner driver for database/sql:
-// it forwards their optional column-type and result-set interfaces, so
-// that ColumnTypes() and NextResultSet work as with the inner driver
-// directly, and tells the owner once, when database/sql closes them, how
-// they ended. It needs no router: the root package's rows embed Rows and
-// do what the statement's plan asks once they are done (give the
-// connection back, capture a write's position, bound a session's read).
-// Its tests run with `go test ./internal/innerrows/`.
-package innerrows
+package inner
 
 import (
 	"database/sql/driver"
@@ -14,7 +6,13 @@ import (
 	"reflect"
 )
 
-// Rows are inner rows with an owner that learns how they ended.
+// Rows are an inner driver's rows for database/sql, with an owner that
+// learns how they ended. They forward the rows' optional column-type and
+// result-set interfaces, so that ColumnTypes() and NextResultSet work as
+// with the inner driver directly, and tell the owner once, when
+// database/sql closes them, how they ended: the root package's rows embed
+// Rows and do what the statement's plan asks once they are done (give the
+// connection back, capture a write's position, bound a session's read).
 type Rows struct {
 	driver.Rows
 	// After is told, once, when the rows close.
