@@ -14,11 +14,12 @@ import (
 // check in its flight (inflight.go), a replica after a wait (fresh.go),
 // or the primary as a fallback; the borrows themselves are lease.go's.
 
-// acquireStep is where acquire's decision stands for a read. A read in
-// flight that did not run (its replica behind, or no flight possible on
-// the connection) comes back to acquire, which goes on from there: one
-// more flight, a wait for a replica, or the primary. A read that ran and
-// is sent again (route's retry) starts over.
+// acquireStep is where acquire's decision stands for a read, kept by
+// route across the borrows of one statement. A read in flight that did
+// not run (its replica behind, or no flight possible on the connection)
+// or that failed comes back to acquire, which goes on from there: one
+// more flight, a wait for a replica, or the primary. A read that ran as
+// it is and is sent again (route's retry) starts over.
 type acquireStep uint8
 
 const (
@@ -35,11 +36,11 @@ const (
 
 // acquire borrows the connection the plan calls for: the primary; a
 // replica that satisfies the read; one for the read to carry its replay
-// check in its own flight (inFlight: st may); one after waiting; or the
-// fallback. check is, for a read route runs in flight, the position its
-// check must find replayed (never 0: such a read needs a position); 0
-// for a read run as it is. step is where the decision stands (see
-// acquireStep), which acquire moves on.
+// check in its own flight (inFlight: the statement may); one after
+// waiting; or the fallback. check is, for a read route runs in flight,
+// the position its check must find replayed (never 0: such a read needs
+// a position); 0 for a read run as it is. step is where the decision
+// stands (see acquireStep), which acquire moves on.
 func (c *Connector) acquire(ctx context.Context, pl *plan, inFlight bool, step *acquireStep) (l lease, check LSN, err error) {
 	if pl.onPrimary {
 		l, err = c.leasePrimary(ctx, pl.topo, false)

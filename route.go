@@ -53,16 +53,17 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 		if err != nil {
 			return lease{}, err
 		}
-		if check == 0 {
-			if err := c.ready(ctx, pl, &l, st); err != nil {
+		flight := check != 0
+		if !flight {
+			if err := c.readyToRun(ctx, pl, &l, st); err != nil {
 				return lease{}, err
 			}
 		}
 		switch {
-		case check != 0:
+		case flight:
 			var back bool
 			if back, err = c.runInFlight(ctx, pl, &l, st, check); back {
-				continue // l was given back
+				continue // not run, l given back: acquire decides on
 			}
 		case (op == nil || st.hedge != nil) && c.hedgeable(pl, &l):
 			l, st.rows, err = c.runHedged(ctx, pl, l, hedgeWork{query: st.query, args: st.args, cls: st.cls, op: st.hedge})
@@ -72,7 +73,7 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 			st.rows, err = runQuery(ctx, l.p, st.query, st.args, st.cls)
 		}
 		if err == nil {
-			if check != 0 {
+			if flight {
 				c.noteTokenedRead(pl) // acquire did not count its borrow
 			}
 			if l.replica {
@@ -81,12 +82,14 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 			c.noteServed(ctx, pl, &l)
 			return l, nil
 		}
-		if check == 0 {
+		if !flight {
 			l.release(err) // runInFlight gave its lease back
 		}
 		if c.retry(ctx, pl, &l, err, st.query) {
-			if check == 0 {
-				step = stepStart // a read that ran as it is is decided anew
+			// A flight sent again goes on from where acquire's decision
+			// stood; a read that ran as it is is decided anew.
+			if !flight {
+				step = stepStart
 			}
 			continue
 		}
@@ -97,11 +100,11 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 	}
 }
 
-// ready readies l for st to run as it is or hedged: lib/pq's deadline
+// readyToRun readies l for st to run as it is or hedged: lib/pq's deadline
 // watch armed, st's args converted for l's driver, and for a session's
 // read on the primary, the primary made to show what the session's last
 // replica read saw (visibility.go). It gives l back when it fails.
-func (c *Connector) ready(ctx context.Context, pl *plan, l *lease, st *statement) error {
+func (c *Connector) readyToRun(ctx context.Context, pl *plan, l *lease, st *statement) error {
 	c.watchStatement(ctx, l)
 	if err := convertArgs(l.p.conn, st.args); err != nil {
 		l.release(nil)
