@@ -10,79 +10,112 @@ import (
 )
 
 // Which borrow a plan calls for: acquire takes the primary, a replica that
-// satisfies the read (leaseReplica), a replica with the read's check in
-// its flight (inflight.go), a replica after a wait (fresh.go), or the
-// primary as a fallback; the borrows themselves are lease.go's.
+// satisfies the read (leaseReplica), a replica for the read to carry its
+// check in its flight (inflight.go), a replica after a wait (fresh.go),
+// or the primary as a fallback; the borrows themselves are lease.go's.
+
+// acquireStep is where acquire's decision stands for a read, kept by
+// route across the borrows of one statement. A read in flight that did
+// not run (its replica behind, or no flight possible on the connection)
+// or that failed comes back to acquire, which goes on from there: one
+// more flight, a wait for a replica, or the primary. A read that ran as
+// it is and is sent again (route's retry) starts over.
+type acquireStep uint8
+
+const (
+	// stepStart: the position of a pending write first, then a first
+	// flight.
+	stepStart acquireStep = iota
+	// stepSettle: a first flight was tried; the position read beside it
+	// is settled, then one more flight if it found its replica behind.
+	stepSettle
+	// stepReplica: the flights were tried; a replica proven otherwise, a
+	// wait for one, or the fallback.
+	stepReplica
+)
 
 // acquire borrows the connection the plan calls for: the primary; a
-// replica that satisfies the read; one after waiting; or the fallback.
-// ran reports a read that ran already, with its replay check in its own
-// flight, on the lease returned (st's rows or op hold its answer).
-func (c *Connector) acquire(ctx context.Context, pl *plan, st *statement) (l lease, ran bool, err error) {
+// replica that satisfies the read; one for the read to carry its replay
+// check in its own flight (inFlight: the statement may); one after
+// waiting; or the fallback. check is, for a read route runs in flight,
+// the position its check must find replayed (never 0: such a read needs
+// a position); 0 for a read run as it is. step is where the decision
+// stands (see acquireStep), which acquire moves on.
+func (c *Connector) acquire(ctx context.Context, pl *plan, inFlight bool, step *acquireStep) (l lease, check LSN, err error) {
 	if pl.onPrimary {
 		l, err = c.leasePrimary(ctx, pl.topo, false)
-		return l, false, err
+		return l, 0, err
 	}
 	if pl.conflicted {
 		// The replicas replay what cancelled it: the primary serves it.
 		c.metrics.noteFallback(ReasonConflict, pl.tokened(), false)
 		l, err = c.fallBack(ctx, pl, errConflicts)
-		return l, false, err
+		return l, 0, err
 	}
-	inFlight := st.guard != nil || st.inFlight
-	if pl.pending != 0 {
-		if l, ok, err := c.readAfterWrite(ctx, pl, inFlight); ok || err != nil {
-			return l, false, err
+	switch *step {
+	case stepStart:
+		if pl.pending != 0 {
+			if l, ok, err := c.readAfterWrite(ctx, pl, inFlight); ok || err != nil {
+				return l, 0, err
+			}
+			if !pl.at.IsZero() {
+				pl.at = time.Now() // the wait for a replica starts now
+			}
 		}
-		if !pl.at.IsZero() {
-			pl.at = time.Now() // the wait for a replica starts now
+		*step = stepSettle
+		if inFlight && pl.unproven() {
+			if l, check, err := c.leaseInFlight(ctx, pl); check != 0 || err != nil {
+				return l, check, err
+			}
 		}
-	}
-	if inFlight && pl.unproven() {
-		if l, ran, err = c.readInFlight(ctx, pl, st); ran || err != nil {
-			return l, ran, err
+		fallthrough
+	case stepSettle:
+		if pl.later != nil {
+			if err := c.settleLater(ctx, pl); err != nil {
+				return lease{}, 0, err
+			}
 		}
-		if pl.onPrimary || pl.conflicted {
-			return c.acquire(ctx, pl, st) // retry sent it to the primary
-		}
-	}
-	if pl.later != nil {
-		if err := c.settleLater(ctx, pl); err != nil {
-			return lease{}, false, err
-		}
-	}
-	if pl.flightsBehind == 1 && inFlight && pl.unproven() {
-		// The replica was a moment behind the write (its flight crossed
-		// the write's WAL on its way): one more flight, which costs a
-		// round trip as a primary read would, before the primary or a
-		// wait.
-		if l, ran, err = c.readInFlight(ctx, pl, st); ran || err != nil {
-			return l, ran, err
-		}
-		if pl.onPrimary || pl.conflicted {
-			return c.acquire(ctx, pl, st)
+		*step = stepReplica
+		if pl.flightsBehind == 1 && inFlight && pl.unproven() {
+			// The replica was a moment behind the write (its flight crossed
+			// the write's WAL on its way): one more flight, which costs a
+			// round trip as a primary read would, before the primary or a
+			// wait.
+			if l, check, err := c.leaseInFlight(ctx, pl); check != 0 || err != nil {
+				return l, check, err
+			}
 		}
 	}
 	first := pl.tried == 0
 	l, err = c.leaseReplica(ctx, pl)
-	if first && pl.tokened() {
-		c.metrics.tokenedReads.Add(1)
-		c.metrics.wait.Observe(pl.waited())
+	if first {
+		c.noteTokenedRead(pl)
 	}
 	if err == nil {
-		return l, false, nil
+		return l, 0, nil
 	}
 	if ctx.Err() != nil {
-		return lease{}, false, withContextErr(ctx, err)
+		return lease{}, 0, withContextErr(ctx, err)
 	}
 	if nf := (*NoFreshReplicaError)(nil); errors.As(err, &nf) {
 		c.metrics.noteFallback(nf.Reason, pl.tokened(), pl.fallback == FallbackError)
 	}
 	if pl.fallback == FallbackError {
-		return lease{}, false, err
+		return lease{}, 0, err
 	}
 	l, err = c.fallBack(ctx, pl, err)
-	return l, false, err
+	return l, 0, err
+}
+
+// noteTokenedRead counts a read with a position requirement, with how
+// long it waited for a replica: once it first asked for a replica that
+// satisfies it (leaseReplica, whether one did or it fell back), or, for
+// a read in flight, once it ran.
+func (c *Connector) noteTokenedRead(pl *plan) {
+	if pl.tokened() {
+		c.metrics.tokenedReads.Add(1)
+		c.metrics.wait.Observe(pl.waited())
+	}
 }
 
 // leaseReplica borrows a connection to a replica that satisfies the plan.

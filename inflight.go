@@ -2,7 +2,6 @@ package pgreplica
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
@@ -10,49 +9,50 @@ import (
 	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/pgxflight"
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
-	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // A read with its replay check in its own flight: where pgx can pipeline,
 // a read that needs a position no replica is known to have goes to a
-// replica with the check in the same round trip (guardedRead), instead of
-// asking first.
+// replica with the check in the same round trip, instead of asking
+// first. acquire borrows for it (leaseInFlight), route runs it
+// (runInFlight) as its third way, beside plain and hedged.
 
-// flightQuery is a database/sql query run behind its replay check; rows
-// hold its answer once it ran.
-type flightQuery struct {
-	ctx   context.Context
-	query string
-	args  []driver.NamedValue
-	rows  *pgxflight.Rows
-}
-
-// guardedRead serves a read that needs a position no replica is known to
-// have (the monitor's last look is older than the write) in one round
-// trip: the query goes to a replica the lag bounds allow, in the same
-// flight as a check of its replay position (guarded). It is the handle's
-// way, as pgx can pipeline; the driver checks first (awaitReplica). ok is false when
-// that is not possible or the replica was behind: the caller then routes
-// as the driver does (wait for a replica, or fall back), having lost no
-// more than that one round trip.
-func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Class, query string,
-	guarded pgxroute.GuardedOp, fq *flightQuery) (l lease, ok bool, err error) {
-	if !pl.unproven() || pl.conflicted {
-		return lease{}, false, nil
-	}
+// leaseInFlight borrows a replica's connection for a read that needs a
+// position no replica is known to have (the monitor's last look is older
+// than the write), to carry its check in its own flight: a replica the
+// lag bounds allow. check is what the check must find replayed; 0 when
+// the read cannot fly (no replica is predicted to replay its position in
+// time, or none gave a connection): acquire then goes on as the driver
+// does (wait for a replica, or fall back), having lost nothing. It is the
+// way of the pgx inner driver, which can pipeline; lib/pq checks first
+// (awaitReplica).
+func (c *Connector) leaseInFlight(ctx context.Context, pl *plan) (l lease, check LSN, err error) {
 	if futile, _ := c.futile(ctx, pl); futile {
-		return lease{}, false, nil // route looks once, or falls back
+		return lease{}, 0, nil // acquire looks once, or falls back
 	}
-	l, need, err := c.leaseUnproven(ctx, pl)
+	l, check, err = c.leaseUnproven(ctx, pl)
 	if err != nil {
 		if ctx.Err() != nil {
-			return lease{}, false, withContextErr(ctx, err)
+			return lease{}, 0, withContextErr(ctx, err)
 		}
-		return lease{}, false, nil // route as the driver does
+		return lease{}, 0, nil // as the driver does
 	}
+	return l, check, nil
+}
+
+// runInFlight runs st on l, the connection leaseInFlight borrowed, in
+// one flight with a check that its server has replayed check (guarded):
+// the pgx handle's operation (st.guard), which holds its results, or the
+// database/sql door's query, which leaves its rows in st. back reports a
+// read that did not run and may go elsewhere at no more than that one
+// round trip's cost: no flight was possible on the connection, or the
+// check found the replica behind (pl.flightsBehind counts those); route
+// then goes back to acquire's decision. l is given back then, and when
+// the read failed (err).
+func (c *Connector) runInFlight(ctx context.Context, pl *plan, l *lease, st *statement, check LSN) (back bool, err error) {
 	p := l.p
-	p.note(cls)
-	want := pgxroute.Need{At: uint64(need)}
+	p.note(st.cls)
+	want := pgxroute.Need{At: uint64(check)}
 	if w, ok := p.wire.(*pgxWire); ok {
 		want.Trace = w.tracer
 	}
@@ -60,16 +60,14 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Cla
 		want.Later = pl.later
 	}
 	var replayed uint64
-	if fq != nil {
-		var r LSN
-		r, err = fq.run(p, want)
-		replayed = uint64(r)
+	if st.guard != nil {
+		replayed, err = st.guard.RunGuarded(pgxConnOf(p), want)
 	} else {
-		replayed, err = guarded.RunGuarded(pgxConnOf(p), want)
+		replayed, err = flyQuery(ctx, p, st, want)
 	}
 	if errors.Is(err, pgxflight.ErrNoFlight) {
 		l.release(nil)
-		return lease{}, false, nil
+		return true, nil
 	}
 	c.metrics.flightChecks.Add(1)
 	if replayed != 0 {
@@ -81,23 +79,14 @@ func (c *Connector) guardedRead(ctx context.Context, pl *plan, cls stmtclass.Cla
 		if pl.later != nil {
 			c.settleLater(ctx, pl) // read: the flight's check waited for it
 		}
-		if pl.tokened() {
-			c.metrics.tokenedReads.Add(1)
-			c.metrics.wait.Observe(pl.waited())
-		}
-		l.observeAnswer()
-		c.noteServed(ctx, pl, &l)
-		return l, true, nil
+		return false, nil
 	case errors.Is(err, pgxroute.ErrBehind):
 		pl.flightsBehind++
 		l.release(notIdle(p, nil))
-		return lease{}, false, nil
+		return true, nil
 	}
 	l.release(notIdle(p, err))
-	if c.retry(ctx, pl, &l, err, query) {
-		return lease{}, false, nil // route sends it where retry said
-	}
-	return lease{}, false, err
+	return false, err
 }
 
 // leaseUnproven borrows a connection for a guarded read and says what its
@@ -124,10 +113,7 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 		return lease{}, 0, errNoFlightLease
 	}
 	n := pl.topo.nodes[c.choose(pl.topo, set)].n
-	pingLimit := n.pool.pingTimeout
-	if c.settings.hedgeDelay > 0 && set.len() > 1 {
-		pingLimit = n.answers.HedgeDelay(c.settings.hedgeDelay) // as acquireReplica
-	}
+	pingLimit, _ := c.pingLimit(n, set.len() > 1)
 	// An idle connection first, the chosen replica's or another's: a
 	// borrow that gives up on a connection being made leaves it to the
 	// pool (acquireReplica's bound), which under load filled every pool
@@ -154,21 +140,23 @@ func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need 
 // errNoFlightLease: no connection a read in flight may use (leaseUnproven).
 var errNoFlightLease = errors.New("pgreplica: no replica connection for a read with its check in flight")
 
-// run sends the check and the query on p in one flight and reads up to
-// the query's first row (pgxflight.Run). It returns the replay position
-// the check read, and pgxroute.ErrBehind, having handed out nothing, when
-// it does not meet need.
-func (q *flightQuery) run(p *physical, need pgxroute.Need) (LSN, error) {
+// flyQuery sends the check and st's query on p in one flight and reads up
+// to the query's first row (pgxflight.Run), leaving its rows in st. It
+// returns the replay position the check read, and pgxroute.ErrBehind,
+// having handed out nothing, when it does not meet need.
+func flyQuery(ctx context.Context, p *physical, st *statement, need pgxroute.Need) (uint64, error) {
 	w, ok := p.wire.(*pgxWire)
 	if !ok || w.descs.Mode == pgx.QueryExecModeSimpleProtocol {
 		return 0, pgxflight.ErrNoFlight // BeforeConnect may have chosen it (flightsFor)
 	}
-	if err := inner.ConvertArgs(p.conn, q.args); err != nil {
+	if err := inner.ConvertArgs(p.conn, st.args); err != nil {
 		return 0, err
 	}
-	replayed, rows, err := pgxflight.Run(q.ctx, w.conn, &w.descs, replaySQL, q.query, q.args, need)
-	q.rows = rows
-	return LSN(replayed), err
+	replayed, rows, err := pgxflight.Run(ctx, w.conn, &w.descs, replaySQL, st.query, st.args, need)
+	if err == nil {
+		st.rows = rows
+	}
+	return replayed, err
 }
 
 // flightsFor reports whether reads through database/sql can carry their
@@ -182,18 +170,4 @@ func flightsFor(cfg *Config) bool {
 		return cfg.Pgx.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeSimpleProtocol
 	}
 	return cfg.Params["default_query_exec_mode"] != "simple_protocol"
-}
-
-// readInFlight runs st with its replay check in its own flight
-// (guardedRead); the database/sql door's query leaves its rows in st.
-func (c *Connector) readInFlight(ctx context.Context, pl *plan, st *statement) (lease, bool, error) {
-	if st.guard != nil {
-		return c.guardedRead(ctx, pl, st.cls, st.query, st.guard, nil)
-	}
-	fq := flightQuery{ctx: ctx, query: st.query, args: st.args}
-	l, ok, err := c.guardedRead(ctx, pl, st.cls, st.query, nil, &fq)
-	if ok {
-		st.rows = fq.rows
-	}
-	return l, ok, err
 }

@@ -118,10 +118,10 @@ func (c *Connector) tryLeasePrimary(ctx context.Context, t *topology, slot bool)
 // every process started one: 48 processes reading 4 times a second held
 // 3 or 4 connections each to each replica).
 func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
-	if !others || c.settings.hedgeDelay <= 0 {
+	delay, hedged := c.pingLimit(n, others)
+	if !hedged {
 		return n.pool.acquire(ctx)
 	}
-	delay := n.answers.HedgeDelay(c.settings.hedgeDelay)
 	if res, ok := n.pool.tryAcquire(ctx, delay); ok {
 		return res, nil
 	}
@@ -137,6 +137,17 @@ func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*
 		err = errSlowConnect
 	}
 	return res, err
+}
+
+// pingLimit is how long the health check of an idle connection of
+// replica n may take for a read: n's hedge delay when reads are hedged
+// and another replica could serve it (others; hedged, and a new
+// connection is waited for no longer either), else the pool's limit.
+func (c *Connector) pingLimit(n *node, others bool) (limit time.Duration, hedged bool) {
+	if !others || c.settings.hedgeDelay <= 0 {
+		return n.pool.pingTimeout, false
+	}
+	return n.answers.HedgeDelay(c.settings.hedgeDelay), true
 }
 
 var (
@@ -177,7 +188,7 @@ func (c *Connector) needOn(pl *plan, n *node) LSN {
 // replay only moves forward, so the read cannot see less than the last
 // one did and no bound on the last read is needed. proven asks that the
 // replica also be known to have pl.need (pl.fresh); otherwise the read
-// checks it in its own flight (guardedRead). Reports false when that is
+// checks it in its own flight (inflight.go). Reports false when that is
 // not possible.
 func (c *Connector) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease, bool) {
 	i := pl.prefer.idx

@@ -69,7 +69,7 @@ type plan struct {
 	retried    retried
 	conflicted bool
 	// flightsBehind counts the checks in the read's own flight that found
-	// its replica behind (guardedRead).
+	// its replica behind (runInFlight).
 	flightsBehind uint8
 	// unchecked: the read runs on whatever connection it is given,
 	// without a check of that connection's server (a hedge).
@@ -354,7 +354,7 @@ type statement struct {
 	// guard is the pgx handle's operation when it may carry its replay
 	// check in its own flight; inFlight says the query itself may
 	// (inflight.go). A read whose replica is not known fresh then runs
-	// so, once its position is known (acquire).
+	// so, once its position is known (acquire decides, route runs it).
 	guard    pgxroute.GuardedOp
 	inFlight bool
 }

@@ -8,7 +8,7 @@ import (
 // replayed the read's position, on the server that answers it. The check
 // goes before the read (checkReplay), inside a read-only transaction of
 // its own on a node behind a pooler, or in the read's own flight
-// (guardedRead).
+// (runInFlight).
 
 // Behind a transaction pooler (PgBouncer in transaction mode) every
 // transaction may run on another backend, and in front of an endpoint on
@@ -41,11 +41,11 @@ func checkReplay(ctx context.Context, p *physical) (replay LSN, inTx bool, err e
 }
 
 // Reads with their replay check in their own flight, for both front
-// doors (guardedRead): a read whose replica is not known to have its
+// doors (runInFlight): a read whose replica is not known to have its
 // position sends the check and the query as one pipeline under one Sync
 // when the inner driver is pgx (the pgx-native handle's operations do
 // this themselves; a database/sql query does it through
-// internal/pgxflight, flightQuery), at the round trip it costs pgx's
+// internal/pgxflight, flyQuery), at the round trip it costs pgx's
 // stdlib, on the very server that answers. When the replica turns out
 // behind, its rows are dropped unseen and the read goes where the plan
 // says. lib/pq cannot pipeline, nor can simple_protocol: those reads

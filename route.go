@@ -15,13 +15,13 @@ import (
 )
 
 // The execution path: everything a plan needs done, once for Exec, Query
-// and transactions alike. planFor makes the plan; route is the loop,
-// which borrows (acquire.go), runs, and sends a failed read again as the
-// one retry policy of both front doors says (retry: route for the driver
-// and the pgx handle, guardedRead for the handle's reads with their check
-// in flight), remembering the statements the replicas would not serve
-// (stmtset.Set); a write is never sent twice. What a statement leaves
-// once it ran is recorded here too (noteServed, finish, writeFailed).
+// and transactions alike, through both front doors. planFor makes the
+// plan; route is the loop, which borrows (acquire.go), runs (as it is,
+// hedged, or in flight), accounts for what ran, and sends a failed read
+// again as the one retry policy says (retry), remembering the statements
+// the replicas would not serve (stmtset.Set); a write is never sent
+// twice. What a statement leaves once it ran is recorded here too
+// (noteServed, finish, writeFailed).
 
 // planFor reads the context's requirement and decides into pl (in place:
 // a plan is a few hundred bytes, copied on every return); the wait
@@ -39,29 +39,33 @@ func (c *Connector) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) 
 }
 
 // route runs st on a connection the plan allows and returns the lease it
-// succeeded on. A read that failed before returning anything is sent
-// again where it can succeed (retry, below). A query outside a transaction
-// whose replica is slow to answer is hedged (hedge.go). A write is never
-// sent twice.
+// succeeded on, one of three ways: as it is; hedged, a query outside a
+// transaction whose replica is slow to answer (hedge.go); or in flight,
+// a read that carries its replay check in its own round trip
+// (inflight.go), which goes back to acquire's decision when it did not
+// run. A read that failed before returning anything is sent again where
+// it can succeed (retry, below). A write is never sent twice.
 func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(ctx context.Context, p *physical) error) (lease, error) {
 	c.avoidConflicts(pl, st.query)
+	inFlight := st.guard != nil || st.inFlight
+	var step acquireStep
 	for {
-		l, ran, err := c.acquire(ctx, pl, st)
-		if err != nil || ran {
-			return l, err
-		}
-		c.watchStatement(ctx, &l)
-		if err := inner.ConvertArgs(l.p.conn, st.args); err != nil {
-			l.release(nil)
+		l, check, err := c.acquire(ctx, pl, inFlight, &step)
+		if err != nil {
 			return lease{}, err
 		}
-		if pl.read && !l.replica && pl.session != nil {
-			if err := c.primaryShowsSession(ctx, pl, l.p); err != nil {
-				l.release(err)
+		flight := check != 0
+		if !flight {
+			if err := c.readyToRun(ctx, pl, &l, st); err != nil {
 				return lease{}, err
 			}
 		}
 		switch {
+		case flight:
+			var back bool
+			if back, err = c.runInFlight(ctx, pl, &l, st, check); back {
+				continue // not run, l given back: acquire decides on
+			}
 		case (op == nil || st.hedge != nil) && c.hedgeable(pl, &l):
 			l, st.rows, err = c.runHedged(ctx, pl, l, hedgeWork{query: st.query, args: st.args, cls: st.cls, op: st.hedge})
 		case op != nil:
@@ -70,14 +74,24 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 			st.rows, err = runQuery(ctx, l.p, st.query, st.args, st.cls)
 		}
 		if err == nil {
+			if flight {
+				c.noteTokenedRead(pl) // acquire did not count its borrow
+			}
 			if l.replica {
 				l.observeAnswer()
 			}
 			c.noteServed(ctx, pl, &l)
 			return l, nil
 		}
-		l.release(err)
+		if !flight {
+			l.release(err) // runInFlight gave its lease back
+		}
 		if c.retry(ctx, pl, &l, err, st.query) {
+			// A flight sent again goes on from where acquire's decision
+			// stood; a read that ran as it is is decided anew.
+			if !flight {
+				step = stepStart
+			}
 			continue
 		}
 		if !pl.read {
@@ -85,6 +99,25 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 		}
 		return lease{}, err
 	}
+}
+
+// readyToRun readies l for st to run as it is or hedged: lib/pq's deadline
+// watch armed, st's args converted for l's driver, and for a session's
+// read on the primary, the primary made to show what the session's last
+// replica read saw (visibility.go). It gives l back when it fails.
+func (c *Connector) readyToRun(ctx context.Context, pl *plan, l *lease, st *statement) error {
+	c.watchStatement(ctx, l)
+	if err := inner.ConvertArgs(l.p.conn, st.args); err != nil {
+		l.release(nil)
+		return err
+	}
+	if pl.read && !l.replica && pl.session != nil {
+		if err := c.primaryShowsSession(ctx, pl, l.p); err != nil {
+			l.release(err)
+			return err
+		}
+	}
+	return nil
 }
 
 // noteServed counts a read by where it ran and, for a replica read of a

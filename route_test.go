@@ -62,3 +62,43 @@ func TestPendingPositionReadForAccessors(t *testing.T) {
 		t.Fatalf("LSNFor(cluster) = %s, want 0/800", got)
 	}
 }
+
+// TestReadThatCannotFlyGoesBack: a read for a position no replica is
+// known to have is borrowed a replica to carry its check in its own
+// flight; where no flight is possible (this inner driver is not pgx), it
+// goes back to acquire's decision, which proves a replica with a replay
+// check, and runs there, counted once: a replica read, a tokened read, no
+// check in flight.
+func TestReadThatCannotFlyGoesBack(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	if !mc.c.flights {
+		t.Fatal("the mock cluster's reads may not fly: the case needs them to try")
+	}
+	mc.set(0, rolePrimary, 0x900)
+	mc.refresh()
+	mc.mocks[1].MatchExpectationsInOrder(false)
+	mc.expectReplayChecks(1, "0/900")
+	mc.mocks[1].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(1))
+	mc.mocks[1] = &lenientMock{mc.mocks[1]}
+	before := mc.c.Stats()
+	var x int
+	if err := mc.db.QueryRowContext(WithMinLSN(context.Background(), 0x800), "SELECT x FROM t").Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+	after := mc.c.Stats()
+	for _, d := range []struct {
+		what      string
+		got, want int64
+	}{
+		{"ReplicaReads", after.ReplicaReads - before.ReplicaReads, 1},
+		{"PrimaryReads", after.PrimaryReads - before.PrimaryReads, 0},
+		{"FallbackReads", after.FallbackReads - before.FallbackReads, 0},
+		{"TokenedReads", after.TokenedReads - before.TokenedReads, 1},
+		{"ReplayChecks", after.ReplayChecks - before.ReplayChecks, 1},
+		{"FlightChecks", after.FlightChecks - before.FlightChecks, 0},
+	} {
+		if d.got != d.want {
+			t.Errorf("%s rose by %d, want %d", d.what, d.got, d.want)
+		}
+	}
+}
