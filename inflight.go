@@ -158,16 +158,3 @@ func flyQuery(ctx context.Context, p *physical, st *statement, need pgxroute.Nee
 	}
 	return replayed, err
 }
-
-// flightsFor reports whether reads through database/sql can carry their
-// check in their own flight on connections made from cfg: pgx, with a
-// query mode that uses the extended protocol.
-func flightsFor(cfg *Config) bool {
-	if cfg.Driver == DriverPq {
-		return false
-	}
-	if cfg.Pgx != nil && cfg.Pgx.ConnConfig != nil {
-		return cfg.Pgx.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeSimpleProtocol
-	}
-	return cfg.Params["default_query_exec_mode"] != "simple_protocol"
-}

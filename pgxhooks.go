@@ -151,3 +151,16 @@ func parsedConnConfig(cc *pgx.ConnConfig) bool {
 	f := reflect.ValueOf(cc).Elem().FieldByName("createdByParseConfig")
 	return !f.IsValid() || f.Kind() != reflect.Bool || f.Bool()
 }
+
+// flightsFor reports whether reads through database/sql can carry their
+// check in their own flight on connections made from cfg: pgx, with a
+// query mode that uses the extended protocol.
+func flightsFor(cfg *Config) bool {
+	if cfg.Driver == DriverPq {
+		return false
+	}
+	if cfg.Pgx != nil && cfg.Pgx.ConnConfig != nil {
+		return cfg.Pgx.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeSimpleProtocol
+	}
+	return cfg.Params["default_query_exec_mode"] != "simple_protocol"
+}
