@@ -108,7 +108,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		return newPgxLease(&pl, l, req.Kind), nil
 	}
 	// A query's op may be hedged, or run behind its replay check in its
-	// own flight (acquire); it holds the results for the caller.
+	// own flight (route runs it in flight); it holds the results for the caller.
 	st := &statement{query: query, cls: cls}
 	if req.Kind == pgxroute.Query && pl.read {
 		st.hedge = req.Hedge
