@@ -305,13 +305,6 @@ func (c *Connector) releaseProber(n *node) {
 // nodeList returns the nodes routed over now (see Connector.nodes).
 func (c *Connector) nodeList() []*node { return *c.nodes.Load() }
 
-// Stats returns a snapshot of the counters and node status.
-func (c *Connector) Stats() Stats {
-	s := c.metrics.snapshot()
-	s.Nodes = c.Nodes()
-	return s
-}
-
 // applyStatus records a probe result and logs what changed.
 func (c *Connector) applyStatus(n *node, st *nodeStatus) {
 	prev := n.status.Load()

@@ -9,64 +9,14 @@ import (
 )
 
 // What a handle knows of each host, as Nodes() and `pgreplica status`
-// show it, with the words of the filters that keep a host from reads.
+// show it (NodeStatus, stats.go), with the words of the filters that keep
+// a host from reads.
 
-// NodeStatus is what the connector knows about one host, as of its last
-// probe. It is a copy: reading it takes no lock the router uses.
-type NodeStatus struct {
-	Addr string // host:port, with the address of its name it stands for: "localhost:5432 (::1)"
-	// Address is where its connections go: Addr's host:port, or the
-	// address of its name ("[::1]:5432") when the name has several.
-	Address string
-	Zone    string
-	// Role is RolePrimary, RoleReplica or RoleUnknown; a host that stopped
-	// answering keeps its last known role, with Err set.
-	Role string
-	// Err is the last probe error; nil when the host answered.
-	Err      error
-	Timeline uint32
-	SystemID uint64
-	// LSN is the primary's current WAL position, or the replica's
-	// replayed position as the router knows it (cached, monotonic).
-	LSN LSN
-	// ReceiveLSN is what a replica has received (replayed or not).
-	ReceiveLSN LSN
-	// ReplayPaused reports pg_is_wal_replay_paused().
-	ReplayPaused bool
-	// Receiver is a replica's WAL receiver state ("streaming", …; "" when
-	// none runs). SyncState is its sync_state on the primary (async,
-	// sync, potential, quorum). Both read StatusNeedsMonitor when
-	// PostgreSQL hides them from the connecting role (it lacks
-	// pg_read_all_stats, which pg_monitor includes).
-	Receiver  string
-	SyncState string
-	// LagBytes is the primary's position minus the replica's replay
-	// position; LagTime how long ago the primary passed the replica's
-	// replay position (0 when caught up; grows while it stays behind).
-	LagBytes uint64
-	LagTime  time.Duration
-	// RTT is the smoothed probe round trip.
-	RTT time.Duration
-	// Reads says whether the router sends reads here, and Why not.
-	Reads bool
-	Why   string
-	// Sampled is when the probe answered.
-	Sampled time.Time
-	// Endpoint is set once this address's connections reached more than
-	// one server (a Kubernetes Service, an HAProxy or cloud reader
-	// endpoint, DNS round robin); Pooler once a pooler (PgBouncer)
-	// answered for it. Reads there are proven on the connection that runs
-	// them. The probe's fields above are of the one server it reached.
-	Endpoint, Pooler bool
-	// Servers are the servers seen behind an endpoint, each as it sees
-	// itself, with what is known of its replay (nil for one server).
-	Servers []ServerStatus
-	// ServerStartedAt is when the server the probe reached started
-	// (pg_postmaster_start_time()): it changes with a restart, also one
-	// behind a pooler that kept the probe's connection open.
-	ServerStartedAt time.Time
-
-	entry int // the host's index in Config.Hosts, for Nodes' order
+// Stats returns a snapshot of the counters and node status.
+func (c *Connector) Stats() Stats {
+	s := c.metrics.snapshot()
+	s.Nodes = c.Nodes()
+	return s
 }
 
 // Nodes returns the status of every host in DSN order. Before the first
