@@ -57,7 +57,7 @@ type physical struct {
 	// stmts are the inner statements kept prepared on it.
 	stmts keptstmt.Set
 	// pgx records the connection's borrow by the pgx-native handle
-	// (pgxroute.go), reused from one borrow to the next.
+	// (pgxdoor.go), reused from one borrow to the next.
 	pgx pgxLease
 
 	// socks are the sockets the inner driver dialed for this connection.

@@ -19,7 +19,7 @@ import (
 // (one round trip with pgx, two with lib/pq), the read runs in it, and
 // the transaction ends when the lease is given back (one more round
 // trip). The pgx-native handle sends its check in the read's own flight
-// instead, where it can (pgxroute.go).
+// instead, where it can (pgxdoor.go).
 //
 // A transaction of the caller cannot be wrapped so: its BEGIN would start
 // nothing (its isolation level would be lost), and under REPEATABLE READ
