@@ -5,6 +5,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
@@ -101,16 +103,22 @@ func (c *Connector) privilegeErr(t *topology) error {
 // syncHidden reports that the node cannot show its standbys' sync_state.
 func (s *nodeStatus) syncHidden() bool { return s.statsHidden || s.denied&probe.FnReplication != 0 }
 
-// warnPrivileges logs, once per connector, what the role cannot see.
-func (c *Connector) warnPrivileges(st *nodeStatus) {
-	if st.statsHidden && c.warnedHidden.CompareAndSwap(false, true) {
-		c.log.Warn("pgreplica: the connecting role cannot see replication state (GRANT pg_monitor to it)",
+// privilegeWarnings are the warnings of what the role cannot see that a
+// connector has logged: each once.
+type privilegeWarnings struct {
+	hidden, denied atomic.Bool
+}
+
+// warn logs, once per connector, what the role cannot see.
+func (w *privilegeWarnings) warn(log *slog.Logger, st *nodeStatus) {
+	if st.statsHidden && w.hidden.CompareAndSwap(false, true) {
+		log.Warn("pgreplica: the connecting role cannot see replication state (GRANT pg_monitor to it)",
 			"role", st.user,
 			"hidden", "pg_stat_wal_receiver status, conninfo, received_tli; pg_stat_replication sync_state",
 			"effects", "status shows "+StatusNeedsMonitor+"; a replica's timeline is the one of its last restartpoint, so after a failover it gets reads only once it has made one; ExcludeSyncStandby fails")
 	}
-	if opt := st.denied &^ probe.RequiredFns; opt != 0 && c.warnedDenied.CompareAndSwap(false, true) {
-		c.log.Warn("pgreplica: the connecting role may not use functions the monitor reads; it does without them",
+	if opt := st.denied &^ probe.RequiredFns; opt != 0 && w.denied.CompareAndSwap(false, true) {
+		log.Warn("pgreplica: the connecting role may not use functions the monitor reads; it does without them",
 			"role", st.user, "denied", opt.Names(), "effects", opt.Effects())
 	}
 }

@@ -251,16 +251,16 @@ func (p *prober) intervals() (wait, busy, idle time.Duration) {
 		return defaultMonitorInterval, defaultMonitorInterval, defaultMonitorInterval
 	}
 	for i, s := range p.subs {
-		cfg := &s.m.c.cfg
-		w := cfg.MonitorInterval
-		if s.m.idleFor() >= cfg.MonitorInterval {
-			w = cfg.IdleMonitorInterval
+		set := &s.m.settings
+		w := set.interval
+		if s.m.idleFor() >= set.interval {
+			w = set.idleInterval
 		}
 		if i == 0 {
-			wait, busy, idle = w, cfg.MonitorInterval, cfg.IdleMonitorInterval
+			wait, busy, idle = w, set.interval, set.idleInterval
 			continue
 		}
-		wait, busy, idle = min(wait, w), min(busy, cfg.MonitorInterval), min(idle, cfg.IdleMonitorInterval)
+		wait, busy, idle = min(wait, w), min(busy, set.interval), min(idle, set.idleInterval)
 	}
 	return wait, busy, idle
 }

@@ -85,22 +85,39 @@ func (c *Connector) marksOf(t *topology) *clusterMarks {
 	return c.marksFor(t.sysid)
 }
 
+// handleMarks is a connector's way to its cluster's marks: the handle it
+// caches (Connector.mark, which the hot path reads), the connector's own
+// marks for an unknown cluster, and whether its start raised them.
+type handleMarks struct {
+	mark  *atomic.Pointer[watermark]
+	local *clusterMarks
+	// capturer is the connector, offered to its clusters' marks to run
+	// their captures (capturerFor).
+	capturer *Connector
+	// startMarked is set once the primary's position at start-up raised
+	// the process watermarks (markStart).
+	startMarked atomic.Bool
+}
+
+// marksFor returns the connector's marks of cluster sysid (handleMarks.marksFor).
+func (c *Connector) marksFor(sysid uint64) *clusterMarks { return c.marks.marksFor(sysid) }
+
 // marksFor returns the marks of cluster sysid, caching the handle in the
 // connector so the hot path does no map lookup. For an unknown cluster
 // (sysid 0: no host answered yet) the connector's own marks stand in.
-func (c *Connector) marksFor(sysid uint64) *clusterMarks {
+func (h *handleMarks) marksFor(sysid uint64) *clusterMarks {
 	if sysid == 0 {
-		return &c.localMarks
+		return h.local
 	}
-	if m := c.mark.Load(); m != nil && m.sysid == sysid {
+	if m := h.mark.Load(); m != nil && m.sysid == sysid {
 		return m.marks
 	}
 	m := &watermark{sysid: sysid, marks: clusterMarksOf(sysid)}
 	// What this connector wrote before it knew the cluster belongs to it.
-	atomicMax(&m.marks.all, c.localMarks.all.Load())
-	atomicMax(&m.marks.shared, c.localMarks.shared.Load())
-	m.marks.capturer.CompareAndSwap(nil, c)
-	c.mark.Store(m)
+	atomicMax(&m.marks.all, h.local.all.Load())
+	atomicMax(&m.marks.shared, h.local.shared.Load())
+	m.marks.capturer.CompareAndSwap(nil, h.capturer)
+	h.mark.Store(m)
 	return m.marks
 }
 
@@ -116,13 +133,13 @@ func clusterMarksOf(sysid uint64) *clusterMarks {
 // migration run, the instance a deploy replaces) may have committed a
 // moment ago, and a replica behind that would show a database that never
 // existed for anyone who came after. It runs before the topology that
-// lets statements through is published (monitor.loop), so the first read
+// lets statements through is published (monitor.applyStatus), so the first read
 // already needs it; reads that accept staleness do not look at the marks.
-func (c *Connector) markStart(st *nodeStatus) {
-	if st.sysid == 0 || !c.startMarked.CompareAndSwap(false, true) {
+func (h *handleMarks) markStart(st *nodeStatus) {
+	if st.sysid == 0 || !h.startMarked.CompareAndSwap(false, true) {
 		return
 	}
-	m := c.marksFor(st.sysid)
+	m := h.marksFor(st.sysid)
 	l := uint64(reachableLSN(st.lsn))
 	atomicMax(&m.all, l)
 	atomicMax(&m.shared, l)
