@@ -124,7 +124,7 @@ func newConnector(cfg Config, inner innerFunc) (*Connector, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.marks = handleMarks{mark: &c.mark, local: &c.localMarks, capturer: c}
+	c.marks = handleMarks{mark: &c.mark, local: &c.localMarks, capturer: c.capturing()}
 	c.mon = newMonitor(&c.nodes, &c.membersMu, &c.topo, &c.primaryLSNs, &c.marks, monitorSettings{
 		password: cfg.Password, excludeSync: cfg.ExcludeSyncStandby,
 		interval: cfg.MonitorInterval, idleInterval: cfg.IdleMonitorInterval,
@@ -304,6 +304,10 @@ func (c *Connector) releaseProber(n *node) {
 
 // nodeList returns the nodes routed over now (see Connector.nodes).
 func (c *Connector) nodeList() []*node { return *c.nodes.Load() }
+
+// privilegeErr is what Connect and Ping return when the role lacks a
+// privilege the driver needs (topology.privilegeErr), nil otherwise.
+func (c *Connector) privilegeErr(t *topology) error { return t.privilegeErr(c.cfg.ExcludeSyncStandby) }
 
 // Close stops the monitor and closes every physical connection at once,
 // like db.Close with pgx or lib/pq: it does not wait for connections the

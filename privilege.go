@@ -78,8 +78,9 @@ func syncStandbyError(user string) error {
 // privilegeErr is what Connect and Ping return when the role lacks a
 // privilege the driver needs, nil otherwise. Roles and grants are
 // cluster-wide (physical replication copies the catalogs), so any host's
-// answer speaks for all; the primary's is preferred.
-func (c *Connector) privilegeErr(t *topology) error {
+// answer speaks for all; the primary's is preferred. excludeSync is
+// Config.ExcludeSyncStandby, which needs the standbys' sync_state.
+func (t *topology) privilegeErr(excludeSync bool) error {
 	var seen *nodeStatus
 	for i := range t.nodes {
 		v := &t.nodes[i]
@@ -94,7 +95,7 @@ func (c *Connector) privilegeErr(t *topology) error {
 			seen = &v.status
 		}
 	}
-	if c.cfg.ExcludeSyncStandby && seen != nil && seen.syncHidden() {
+	if excludeSync && seen != nil && seen.syncHidden() {
 		return syncStandbyError(seen.user)
 	}
 	return nil

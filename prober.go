@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/puddle/v2"
 
+	"github.com/pgreplica/pgreplica/internal/marks"
 	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/probe"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
@@ -326,11 +327,9 @@ func (p *prober) lentCount() int64 {
 func (p *prober) probeOnce(ctx context.Context) bool {
 	// A probe of the primary reads its position after every write
 	// that took a ticket before it was sent: it covers them for free.
-	var marks *clusterMarks
-	var ticket uint64
+	var covers marks.Probe
 	if prev := p.last; prev != nil && prev.role == rolePrimary && prev.err == nil && prev.sysid != 0 {
-		marks = clusterMarksOf(prev.sysid)
-		ticket = marks.issued.Load()
+		covers = marks.Of(prev.sysid).Probing()
 	}
 	// A probe on the open connection gets ProbeTimeout: a host that
 	// stops answering is down that long after the probe was sent. The
@@ -358,10 +357,8 @@ func (p *prober) probeOnce(ctx context.Context) bool {
 	cancel()
 	st.seq, st.pooled = seq, p.pooled
 	p.lock.unlock()
-	if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {
-		// pg_current_wal_flush_lsn() is past every synchronous commit
-		// that returned before the probe.
-		marks.cover(ticket, reachableLSN(st.lsn))
+	if st.err == nil && st.role == rolePrimary {
+		covers.Probed(uint64(st.lsn)) // the marks decide what it covers
 	}
 	if ctx.Err() != nil {
 		return false
