@@ -21,8 +21,21 @@ import (
 // before it (internal/marks). The marks run a capture through a
 // marks.Capturer: the connector as a capturing.
 
+// marksOf returns the process watermarks of t's cluster: the ones the
+// topology was published with (one pointer away from the topology every
+// statement reads), or marksFor's for a topology never published.
+func (c *Connector) marksOf(t *topology) *clusterMarks {
+	if t.marks != nil {
+		return t.marks
+	}
+	return c.marksFor(t.sysid)
+}
+
+// marksFor returns the connector's marks of cluster sysid (handleMarks.marksFor).
+func (c *Connector) marksFor(sysid uint64) *clusterMarks { return c.marks.marksFor(sysid) }
+
 // wrote records a write that committed under pl: it takes a ticket (see
-// clusterMarks) and hands it to the plan's session as a pending position.
+// internal/marks) and hands it to the plan's session as a pending position.
 // Nothing is sent now: the caller has its result with the inner driver's
 // own round trips and statements. The position is read when a read, a
 // token or the monitor's next probe of the primary needs or covers it;

@@ -90,7 +90,7 @@ type sessionPos struct {
 	// pending is the ticket of the latest operation whose position is not
 	// read yet (a write, or a read on the primary), pendingWrite the one
 	// of the latest such write; marks are the cluster marks whose captures
-	// cover them (see clusterMarks). 0: none.
+	// cover them (see internal/marks). 0: none.
 	pending, pendingWrite atomic.Uint64
 	pendingWriteAt        atomic.Int64 // unix ns
 	marks                 atomic.Pointer[clusterMarks]

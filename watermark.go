@@ -26,16 +26,6 @@ type watermark struct {
 	marks *clusterMarks
 }
 
-// marksOf returns the process watermarks of t's cluster: the ones the
-// topology was published with (one pointer away from the topology every
-// statement reads), or marksFor's for a topology never published.
-func (c *Connector) marksOf(t *topology) *clusterMarks {
-	if t.marks != nil {
-		return t.marks
-	}
-	return c.marksFor(t.sysid)
-}
-
 // handleMarks is a connector's way to its cluster's marks: the handle it
 // caches (Connector.mark, which the hot path reads), the connector's own
 // marks for an unknown cluster, and whether its start raised them.
@@ -49,9 +39,6 @@ type handleMarks struct {
 	// the process watermarks (markStart).
 	startMarked atomic.Bool
 }
-
-// marksFor returns the connector's marks of cluster sysid (handleMarks.marksFor).
-func (c *Connector) marksFor(sysid uint64) *clusterMarks { return c.marks.marksFor(sysid) }
 
 // marksFor returns the marks of cluster sysid, caching the handle in the
 // connector so the hot path does no map lookup. For an unknown cluster
