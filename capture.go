@@ -44,7 +44,9 @@ func (c *Connector) marksFor(sysid uint64) *clusterMarks { return c.marks.marksF
 func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 	m := c.marksOf(pl.topo)
 	t := m.Issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
-	m.Wrote(c.capturing()) // the latest writer can read its position
+	if me := &c.marks.capturer; m.Writer() != me {
+		m.Wrote(me) // the latest writer can read its position
+	}
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, true)
 	if pl.session != nil || m.Sessions() {
 		c.captureSoon(m)

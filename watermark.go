@@ -32,8 +32,9 @@ type watermark struct {
 type handleMarks struct {
 	mark  *atomic.Pointer[watermark]
 	local *clusterMarks
-	// capturer is the connector, offered to its clusters' marks to run
-	// their captures (marks.Cluster.CapturerFor).
+	// capturer is the connector as its clusters' marks run their
+	// captures through it (marks.Cluster.CapturerFor); they keep its
+	// address (Wrote, Offer).
 	capturer marks.Capturer
 	// startMarked is set once the primary's position at start-up raised
 	// the process watermarks (markStart).
@@ -53,7 +54,7 @@ func (h *handleMarks) marksFor(sysid uint64) *clusterMarks {
 	m := &watermark{sysid: sysid, marks: marks.Of(sysid)}
 	// What this connector wrote before it knew the cluster belongs to it.
 	m.marks.Merge(h.local)
-	m.marks.Offer(h.capturer)
+	m.marks.Offer(&h.capturer)
 	h.mark.Store(m)
 	return m.marks
 }

@@ -79,9 +79,9 @@ type Cluster struct {
 	issued, writeIssued, sharedIssued, asyncIssued, covered atomic.Uint64
 	// writeAt is when the latest write ticket was issued (unix ns).
 	writeAt atomic.Int64
-	// capturer holds the Capturer that wrote last: it runs captures for
-	// capturers that know no primary (CapturerFor).
-	capturer atomic.Value
+	// capturer points at the Capturer that wrote last: it runs captures
+	// for capturers that know no primary (CapturerFor).
+	capturer atomic.Pointer[Capturer]
 	// sessions is set once a statement with a Session ran on the
 	// cluster in this process (BeginSessions).
 	sessions atomic.Bool
@@ -163,17 +163,21 @@ func (m *Cluster) Issue(write, shared, async bool) uint64 {
 	return t
 }
 
-// Wrote records c as the latest writer on the cluster: the latest writer
-// can read its position (CapturerFor).
-func (m *Cluster) Wrote(c Capturer) {
-	if w, _ := m.capturer.Load().(Capturer); w != c {
-		m.capturer.Store(c)
-	}
-}
+// Writer returns what the latest writer on the cluster recorded (Wrote),
+// nil if none did.
+func (m *Cluster) Writer() *Capturer { return m.capturer.Load() }
 
-// Offer makes c the cluster's capturer if it has none yet (a handle that
-// has just learned its cluster).
-func (m *Cluster) Offer(c Capturer) {
+// Wrote records the Capturer c points at as the latest writer on the
+// cluster: the latest writer can read its position (CapturerFor). c is
+// the handle's own Capturer, which lives as long as the handle. Every
+// write needs it: a write checks Writer first and calls Wrote only when
+// it is not the latest writer already, so concurrent writers of one
+// handle only read the pointer.
+func (m *Cluster) Wrote(c *Capturer) { m.capturer.Store(c) }
+
+// Offer makes the Capturer c points at the cluster's capturer if it has
+// none yet (a handle that has just learned its cluster).
+func (m *Cluster) Offer(c *Capturer) {
 	m.capturer.CompareAndSwap(nil, c)
 }
 
@@ -299,8 +303,8 @@ func (m *Cluster) CapturerFor(c Capturer) Capturer {
 	if c.KnowsPrimary() {
 		return c
 	}
-	if w, _ := m.capturer.Load().(Capturer); w != nil && !w.Closed() && w.KnowsPrimary() {
-		return w
+	if w := m.capturer.Load(); w != nil && !(*w).Closed() && (*w).KnowsPrimary() {
+		return *w
 	}
 	return c
 }

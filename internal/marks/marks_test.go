@@ -126,7 +126,8 @@ func TestCapturerFor(t *testing.T) {
 		t.Errorf("no writer: capturer %v, want the caller", got)
 	}
 	writer := &fakeCapturer{primary: true}
-	m.Wrote(writer)
+	var wc Capturer = writer
+	m.Wrote(&wc)
 	if got := m.CapturerFor(blind); got != writer {
 		t.Errorf("capturer %v, want the latest writer, which knows the primary", got)
 	}
@@ -138,8 +139,9 @@ func TestCapturerFor(t *testing.T) {
 	if got := m.CapturerFor(blind); got != blind {
 		t.Errorf("a closed writer still captured")
 	}
-	m.Offer(seeing) // has one: kept
-	if got, _ := m.capturer.Load().(Capturer); got != writer {
+	var sc Capturer = seeing
+	m.Offer(&sc) // has one: kept
+	if got := m.capturer.Load(); got != &wc {
 		t.Errorf("Offer replaced the cluster's capturer")
 	}
 }
