@@ -260,9 +260,9 @@ func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
 	bound, ok := pl.lastReadBound, pl.lastReadBoundKnown
 	if !ok {
 		m := c.marksOf(pl.topo)
-		t := m.issue(false, false, false)
+		t := m.Issue(false, false, false)
 		rctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
-		err := m.resolve(rctx, c, t)
+		err := m.Resolve(rctx, c.capturing(), t)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -273,7 +273,7 @@ func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
 			pl.need, pl.fresh, pl.prefer = unprovableLSN, 0, nil
 			return nil
 		}
-		bound = LSN(m.all.Load())
+		bound = LSN(m.All())
 	}
 	pl.need = max(pl.need, bound)
 	pl.session.advance(bound, pl.topo.timeline, pl.topo.sysid)

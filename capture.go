@@ -16,12 +16,26 @@ import (
 // past the end of its commit record (see lsnSQL), read after the commit.
 // The write takes a ticket (wrote; a session's read on the primary too,
 // readOnPrimary); the read of the position, the capture, is deferred and
-// shared between writes: resolve runs one on demand, captureSoon in the
-// background, and either covers every ticket issued before it
-// (clusterMarks, watermark.go).
+// shared between writes: the marks' Resolve runs one on demand,
+// captureSoon in the background, and either covers every ticket issued
+// before it (internal/marks). The marks run a capture through a
+// marks.Capturer: the connector as a capturing.
+
+// marksOf returns the process watermarks of t's cluster: the ones the
+// topology was published with (one pointer away from the topology every
+// statement reads), or marksFor's for a topology never published.
+func (c *Connector) marksOf(t *topology) *clusterMarks {
+	if t.marks != nil {
+		return t.marks
+	}
+	return c.marksFor(t.sysid)
+}
+
+// marksFor returns the connector's marks of cluster sysid (handleMarks.marksFor).
+func (c *Connector) marksFor(sysid uint64) *clusterMarks { return c.marks.marksFor(sysid) }
 
 // wrote records a write that committed under pl: it takes a ticket (see
-// clusterMarks) and hands it to the plan's session as a pending position.
+// internal/marks) and hands it to the plan's session as a pending position.
 // Nothing is sent now: the caller has its result with the inner driver's
 // own round trips and statements. The position is read when a read, a
 // token or the monitor's next probe of the primary needs or covers it;
@@ -29,12 +43,12 @@ import (
 // (sessionsBegin).
 func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 	m := c.marksOf(pl.topo)
-	t := m.issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
-	if m.capturer.Load() != c {
-		m.capturer.Store(c) // the latest writer can read its position
+	t := m.Issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
+	if me := &c.marks.capturer; m.Writer() != me {
+		m.Wrote(me) // the latest writer can read its position
 	}
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, true)
-	if pl.session != nil || m.sessions.Load() {
+	if pl.session != nil || m.Sessions() {
 		c.captureSoon(m)
 	}
 }
@@ -50,7 +64,7 @@ func (c *Connector) readOnPrimary(pl *plan, p *physical) {
 		return
 	}
 	m := c.marksOf(pl.topo)
-	t := m.issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
+	t := m.Issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, false)
 	c.captureSoon(m)
 }
@@ -64,12 +78,12 @@ func (c *Connector) readOnPrimary(pl *plan, p *physical) {
 // pending is read now, before the session's statement runs.
 func (c *Connector) sessionsBegin(ctx context.Context, pl *plan) error {
 	m := c.marksOf(pl.topo)
-	if m.sessions.Load() || !m.sessions.CompareAndSwap(false, true) {
+	if !m.BeginSessions() {
 		return nil
 	}
-	if s := m.sharedIssued.Load(); s > m.covered.Load() {
+	if s := m.PendingShared(); s != 0 {
 		start := time.Now()
-		if err := m.resolve(ctx, c, s); err != nil && ctx.Err() != nil {
+		if err := m.Resolve(ctx, c.capturing(), s); err != nil && ctx.Err() != nil {
 			return waitEnded(ctx, "the position of the writes made without a Session", start)
 		} // else still pending: read when needed
 	}
@@ -90,64 +104,34 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtclass.Class) bool {
 	return true // a node the topology no longer has (resolve.go): assume the worst
 }
 
-// resolve returns once ticket is covered: it joins the running capture if
-// that covers it, or runs one on c. Concurrent callers share captures.
-func (m *clusterMarks) resolve(ctx context.Context, c *Connector, ticket uint64) error {
-	for m.covered.Load() < ticket {
-		m.mu.Lock()
-		if m.covered.Load() >= ticket {
-			m.mu.Unlock()
-			return nil
-		}
-		if m.running {
-			done := m.done
-			m.mu.Unlock()
-			select {
-			case <-done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			continue // covered now, or the next capture is ours to run
-		}
-		m.running, m.done = true, make(chan struct{})
-		m.start = m.issued.Load()
-		prev := m.covered.Load()
-		m.mu.Unlock()
+// capturing is the connector as the marks' capturer (marks.Capturer):
+// the marks run their captures through it, and it counts those it
+// resolved (metrics). A conversion, not a copy: the same connector.
+type capturing Connector
 
-		lsn, err := m.capturerFor(c).readPrimaryLSN(ctx, m.needsInsertLSN())
+// capturing returns c as the marks' capturer.
+func (c *Connector) capturing() *capturing { return (*capturing)(c) }
 
-		m.mu.Lock()
-		if err == nil {
-			lsn = reachableLSN(lsn)
-			atomicMax(&m.all, uint64(lsn))
-			if m.sharedIssued.Load() > prev {
-				atomicMax(&m.shared, uint64(lsn))
-			}
-			atomicMax(&m.covered, m.start)
-			c.metrics.lsnCaptures.Add(1)
-		}
-		m.running = false
-		close(m.done)
-		m.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+// Capture reads the primary's position (readPrimaryLSN).
+func (cp *capturing) Capture(ctx context.Context, insert bool) (uint64, error) {
+	lsn, err := (*Connector)(cp).readPrimaryLSN(ctx, insert)
+	return uint64(lsn), err
 }
 
-// capturerFor returns the connector a capture for c runs on: c, or, while
-// c knows no primary (a handle given only the replicas' addresses), the
-// process's latest writer on the cluster, which does: the writes a read
-// must see are the process's, whichever handle made them.
-func (m *clusterMarks) capturerFor(c *Connector) *Connector {
-	if c.topo.Load().primaryNode() != nil {
-		return c
-	}
-	if w := m.capturer.Load(); w != nil && !w.closed.Load() && w.topo.Load().primaryNode() != nil {
-		return w
-	}
-	return c
+// KnowsPrimary reports whether the connector knows a primary now.
+func (cp *capturing) KnowsPrimary() bool { return cp.topo.Load().primaryNode() != nil }
+
+// Closed reports whether the connector was closed.
+func (cp *capturing) Closed() bool { return cp.closed.Load() }
+
+// Captured counts a capture run for one of the connector's resolves.
+func (cp *capturing) Captured() { cp.metrics.lsnCaptures.Add(1) }
+
+// capturerFor returns the connector a capture for c runs on
+// (marks.Cluster.CapturerFor): c, or, while c knows no primary, the
+// process's latest writer on the cluster.
+func (c *Connector) capturerFor(m *clusterMarks) *Connector {
+	return (*Connector)(m.CapturerFor(c.capturing()).(*capturing))
 }
 
 // readPrimaryLSN reads the primary's flush position (the insert position
@@ -215,7 +199,7 @@ func (c *Connector) captureSoon(m *clusterMarks) {
 		c.capture.scheduled.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ConnectTimeout)
 		defer cancel()
-		if err := m.resolve(ctx, c, m.issued.Load()); err != nil && !c.closed.Load() {
+		if err := m.Resolve(ctx, c.capturing(), m.Issued()); err != nil && !c.closed.Load() {
 			c.log.Debug("pgreplica: background capture of write positions", "err", err)
 		}
 	})
@@ -232,12 +216,12 @@ func (c *Connector) flushCaptures() {
 		c.capture.scheduled.Store(false)
 	}
 	m := c.marksFor(c.topo.Load().sysid)
-	if m.covered.Load() >= m.writeIssued.Load() {
+	if !m.PendingWrites() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.ConnectTimeout, time.Second))
 	defer cancel()
-	m.resolve(ctx, c, m.issued.Load())
+	m.Resolve(ctx, c.capturing(), m.Issued())
 }
 
 // capturer is the connector's part that runs its background captures

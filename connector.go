@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql/driver"
-	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -84,12 +83,9 @@ type Connector struct {
 	primaryLSNs lagtrack.Tracker
 	// classes caches the classification of long statements.
 	classes stmtclass.Cache
-	// warnedHidden and warnedDenied log what the role cannot see once
-	// (privilege.go).
-	warnedHidden, warnedDenied atomic.Bool
-	// startMarked is set once the primary's position at start-up raised
-	// the process watermarks (markStart).
-	startMarked atomic.Bool
+	// marks is the way to the cluster's process watermarks the monitor
+	// publishes and raises them through (watermark.go).
+	marks handleMarks
 
 	startOnce sync.Once
 	// startErr is why the start failed: a resolved address that the
@@ -128,7 +124,11 @@ func newConnector(cfg Config, inner innerFunc) (*Connector, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.mon = newMonitor(c)
+	c.marks = handleMarks{mark: &c.mark, local: &c.localMarks, capturer: c.capturing()}
+	c.mon = newMonitor(&c.nodes, &c.membersMu, &c.topo, &c.primaryLSNs, &c.marks, monitorSettings{
+		password: cfg.Password, excludeSync: cfg.ExcludeSyncStandby,
+		interval: cfg.MonitorInterval, idleInterval: cfg.IdleMonitorInterval,
+	}, c.log)
 	c.fallbacks.slots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
 	c.fallbacks.wait, c.fallbacks.metrics, c.fallbacks.log = cfg.FallbackWait, &c.metrics, c.log
 	c.hedges = hedger{budget: hedging.NewBudget(cfg.MaxHedgePercent), watch: newHedgeWatch(cfg.HedgeDelay)}
@@ -305,73 +305,9 @@ func (c *Connector) releaseProber(n *node) {
 // nodeList returns the nodes routed over now (see Connector.nodes).
 func (c *Connector) nodeList() []*node { return *c.nodes.Load() }
 
-// applyStatus records a probe result and logs what changed.
-func (c *Connector) applyStatus(n *node, st *nodeStatus) {
-	prev := n.status.Load()
-	if st.err != nil {
-		st.err = nameResolveFailure(n.host.Addr, redactErr(st.err, c.cfg.Password))
-		if prev != nil {
-			// Keep the last known role and position for status and
-			// metrics ("the primary is down"); the error keeps the node
-			// out of routing.
-			st.role, st.timeline, st.sysid, st.lsn = prev.role, prev.timeline, prev.sysid, prev.lsn
-		}
-		n.status.Store(st)
-		// A server that comes back may have replayed less than before
-		// (crash recovery): forget what we knew.
-		n.replay.Store(0)
-		if prev == nil || prev.err == nil {
-			msg := "pgreplica: host unreachable"
-			if errors.Is(st.err, ErrInsufficientPrivilege) {
-				msg = "pgreplica: host answers but may not be used"
-			}
-			c.log.Warn(msg, "host", n.name, "err", st.err)
-		}
-		return
-	}
-	c.warnPrivileges(st)
-	// A rate measured across a pause or a resume says nothing of the
-	// replica's speed: only two unpaused samples give one.
-	if prev != nil && prev.err == nil && prev.role == roleReplica && st.role == roleReplica && !prev.paused && !st.paused &&
-		prev.timeline == st.timeline && st.lsn >= prev.lsn && st.at.After(prev.at) {
-		st.replayRate = float64(st.lsn-prev.lsn) / st.at.Sub(prev.at).Seconds()
-	}
-	n.status.Store(st)
-	n.suspect.Store(false)
-	if st.rtt > 0 {
-		n.observeRTT(st.rtt)
-	}
-	switch {
-	case st.restarted:
-		n.replay.Store(0) // it may have come back behind: see node.probe
-		c.log.Info("pgreplica: host restarted", "host", n.name, "role", st.role.String())
-	case prev == nil || prev.role != st.role || prev.timeline != st.timeline:
-		// A new role or timeline invalidates what we knew about replay.
-		n.replay.Store(0)
-		c.log.Info("pgreplica: host role", "host", n.name, "role", st.role.String(), "timeline", st.timeline)
-	case prev.err != nil:
-		c.log.Info("pgreplica: host back", "host", n.name, "role", st.role.String())
-	}
-	if st.role == roleReplica {
-		n.observeOn(st.server, st.lsn)
-	}
-	if st.role == rolePrimary {
-		c.markStart(st)
-	}
-}
-
-// publish installs a new topology and logs role-level changes.
-func (c *Connector) publish(t *topology) {
-	t.marks = c.marksFor(t.sysid)
-	prev := c.topo.Swap(t)
-	if prev.primaryHost() != t.primaryHost() {
-		if p := t.primaryNode(); p != nil {
-			c.log.Info("pgreplica: primary", "host", p.n.name)
-		} else if t.writeErr != nil {
-			c.log.Error("pgreplica: no writable primary", "err", t.writeErr)
-		}
-	}
-}
+// privilegeErr is what Connect and Ping return when the role lacks a
+// privilege the driver needs (topology.privilegeErr), nil otherwise.
+func (c *Connector) privilegeErr(t *topology) error { return t.privilegeErr(c.cfg.ExcludeSyncStandby) }
 
 // Close stops the monitor and closes every physical connection at once,
 // like db.Close with pgx or lib/pq: it does not wait for connections the

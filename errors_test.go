@@ -25,7 +25,7 @@ import (
 // (applyStatus), and builds the topology; a nil error is a replica.
 func topologyAfter(t *testing.T, password string, errs ...error) *topology {
 	t.Helper()
-	c := &Connector{cfg: Config{Password: password}, log: slog.New(slog.DiscardHandler)}
+	m := &monitor{settings: monitorSettings{password: password}, log: slog.New(slog.DiscardHandler)}
 	var nodes []*node
 	for i, err := range errs {
 		h := Host{Addr: fmt.Sprintf("db%d.example", i), Port: 5432}
@@ -34,7 +34,7 @@ func topologyAfter(t *testing.T, password string, errs ...error) *topology {
 		if err != nil {
 			st.role = roleUnknown
 		}
-		c.applyStatus(n, st)
+		m.applyStatus(n, st)
 		nodes = append(nodes, n)
 	}
 	return buildTopology(nodes, &lagtrack.Tracker{}, false)

@@ -29,7 +29,7 @@ import (
 // trip, not two.
 func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
 	m := c.marksOf(pl.topo)
-	if m.covered.Load() < pl.pending {
+	if m.Covered() < pl.pending {
 		if pl.replicasLate(beside, time.Now()) {
 			if l, ok := c.recentWriteOnPrimary(ctx, pl); ok {
 				return l, true, nil
@@ -37,7 +37,7 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (
 		}
 		if beside {
 			pl.later = c.readBeside(ctx, m, pl.pending, pl.waitDeadline(ctx))
-			pl.need = max(pl.need, LSN(m.all.Load()))
+			pl.need = max(pl.need, LSN(m.All()))
 			pl.pending, pl.fresh = 0, 0
 			return lease{}, false, nil
 		}
@@ -52,7 +52,7 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (
 		}
 	}
 	// Covered: the marks hold a position at or past the write's.
-	pl.need = max(pl.need, LSN(m.all.Load()))
+	pl.need = max(pl.need, LSN(m.All()))
 	pl.pending = 0
 	pl.fresh = pl.replicas(true)
 	return lease{}, false, nil
@@ -110,7 +110,7 @@ func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
 		pl.fresh, pl.need = 0, unprovableLSN
 		return nil
 	}
-	pl.need = max(pl.need, LSN(lp.m.all.Load()))
+	pl.need = max(pl.need, LSN(lp.m.All()))
 	pl.fresh = pl.replicas(true)
 	return nil
 }
@@ -164,7 +164,7 @@ func (c *Connector) resolveUntil(ctx context.Context, m *clusterMarks, ticket ui
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	for {
-		err := m.resolve(rctx, c, ticket)
+		err := m.Resolve(rctx, c.capturing(), ticket)
 		if err == nil || rctx.Err() != nil {
 			return err
 		}

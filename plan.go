@@ -276,7 +276,7 @@ type laterPos struct {
 // then cover the write.
 func (lp *laterPos) Wait() (uint64, bool) {
 	<-lp.done
-	return lp.m.all.Load(), lp.err == nil
+	return lp.m.All(), lp.err == nil
 }
 
 // reject runs the per-read filters on one node and returns the first

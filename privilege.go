@@ -5,6 +5,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 
 	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/probe"
@@ -77,8 +79,9 @@ func syncStandbyError(user string) error {
 // privilegeErr is what Connect and Ping return when the role lacks a
 // privilege the driver needs, nil otherwise. Roles and grants are
 // cluster-wide (physical replication copies the catalogs), so any host's
-// answer speaks for all; the primary's is preferred.
-func (c *Connector) privilegeErr(t *topology) error {
+// answer speaks for all; the primary's is preferred. excludeSync is
+// Config.ExcludeSyncStandby, which needs the standbys' sync_state.
+func (t *topology) privilegeErr(excludeSync bool) error {
 	var seen *nodeStatus
 	for i := range t.nodes {
 		v := &t.nodes[i]
@@ -93,7 +96,7 @@ func (c *Connector) privilegeErr(t *topology) error {
 			seen = &v.status
 		}
 	}
-	if c.cfg.ExcludeSyncStandby && seen != nil && seen.syncHidden() {
+	if excludeSync && seen != nil && seen.syncHidden() {
 		return syncStandbyError(seen.user)
 	}
 	return nil
@@ -102,16 +105,22 @@ func (c *Connector) privilegeErr(t *topology) error {
 // syncHidden reports that the node cannot show its standbys' sync_state.
 func (s *nodeStatus) syncHidden() bool { return s.statsHidden || s.denied&probe.FnReplication != 0 }
 
-// warnPrivileges logs, once per connector, what the role cannot see.
-func (c *Connector) warnPrivileges(st *nodeStatus) {
-	if st.statsHidden && c.warnedHidden.CompareAndSwap(false, true) {
-		c.log.Warn("pgreplica: the connecting role cannot see replication state (GRANT pg_monitor to it)",
+// privilegeWarnings are the warnings of what the role cannot see that a
+// connector has logged: each once.
+type privilegeWarnings struct {
+	hidden, denied atomic.Bool
+}
+
+// warn logs, once per connector, what the role cannot see.
+func (w *privilegeWarnings) warn(log *slog.Logger, st *nodeStatus) {
+	if st.statsHidden && w.hidden.CompareAndSwap(false, true) {
+		log.Warn("pgreplica: the connecting role cannot see replication state (GRANT pg_monitor to it)",
 			"role", st.user,
 			"hidden", "pg_stat_wal_receiver status, conninfo, received_tli; pg_stat_replication sync_state",
 			"effects", "status shows "+StatusNeedsMonitor+"; a replica's timeline is the one of its last restartpoint, so after a failover it gets reads only once it has made one; ExcludeSyncStandby fails")
 	}
-	if opt := st.denied &^ probe.RequiredFns; opt != 0 && c.warnedDenied.CompareAndSwap(false, true) {
-		c.log.Warn("pgreplica: the connecting role may not use functions the monitor reads; it does without them",
+	if opt := st.denied &^ probe.RequiredFns; opt != 0 && w.denied.CompareAndSwap(false, true) {
+		log.Warn("pgreplica: the connecting role may not use functions the monitor reads; it does without them",
 			"role", st.user, "denied", opt.Names(), "effects", opt.Effects())
 	}
 }

@@ -175,9 +175,9 @@ func TestPrivilegeErr(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range c.nodeList() {
-			c.applyStatus(n, probeNode(n))
+			c.mon.applyStatus(n, probeNode(n))
 		}
-		c.publish(buildTopology(c.nodeList(), &c.primaryLSNs, exclude))
+		c.mon.publish(buildTopology(c.nodeList(), &c.primaryLSNs, exclude))
 		return c
 	}
 	c := build(true, primarySeenByApp, replicaSeenByApp, 0)

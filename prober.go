@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/pgreplica/pgreplica/internal/inner"
+	"github.com/pgreplica/pgreplica/internal/marks"
 	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/probe"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
@@ -253,16 +254,16 @@ func (p *prober) intervals() (wait, busy, idle time.Duration) {
 		return defaultMonitorInterval, defaultMonitorInterval, defaultMonitorInterval
 	}
 	for i, s := range p.subs {
-		cfg := &s.m.c.cfg
-		w := cfg.MonitorInterval
-		if s.m.idleFor() >= cfg.MonitorInterval {
-			w = cfg.IdleMonitorInterval
+		set := &s.m.settings
+		w := set.interval
+		if s.m.idleFor() >= set.interval {
+			w = set.idleInterval
 		}
 		if i == 0 {
-			wait, busy, idle = w, cfg.MonitorInterval, cfg.IdleMonitorInterval
+			wait, busy, idle = w, set.interval, set.idleInterval
 			continue
 		}
-		wait, busy, idle = min(wait, w), min(busy, cfg.MonitorInterval), min(idle, cfg.IdleMonitorInterval)
+		wait, busy, idle = min(wait, w), min(busy, set.interval), min(idle, set.idleInterval)
 	}
 	return wait, busy, idle
 }
@@ -328,11 +329,9 @@ func (p *prober) lentCount() int64 {
 func (p *prober) probeOnce(ctx context.Context) bool {
 	// A probe of the primary reads its position after every write
 	// that took a ticket before it was sent: it covers them for free.
-	var marks *clusterMarks
-	var ticket uint64
+	var covers marks.Probe
 	if prev := p.last; prev != nil && prev.role == rolePrimary && prev.err == nil && prev.sysid != 0 {
-		marks = clusterMarksOf(prev.sysid)
-		ticket = marks.issued.Load()
+		covers = marks.Of(prev.sysid).Probing()
 	}
 	// A probe on the open connection gets ProbeTimeout: a host that
 	// stops answering is down that long after the probe was sent. The
@@ -360,10 +359,8 @@ func (p *prober) probeOnce(ctx context.Context) bool {
 	cancel()
 	st.seq, st.pooled = seq, p.pooled
 	p.lock.unlock()
-	if marks != nil && st.err == nil && st.role == rolePrimary && !marks.needsInsertLSN() {
-		// pg_current_wal_flush_lsn() is past every synchronous commit
-		// that returned before the probe.
-		marks.cover(ticket, reachableLSN(st.lsn))
+	if st.err == nil && st.role == rolePrimary {
+		covers.Probed(uint64(st.lsn)) // the marks decide what it covers
 	}
 	if ctx.Err() != nil {
 		return false

@@ -28,7 +28,7 @@ import (
 // deadline is set when a wait needs it (plan.waitDeadline).
 func (c *Connector) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) error {
 	t := c.topo.Load()
-	process := func() processLSNs { return c.marksOf(t).snapshot() }
+	process := func() processLSNs { return snapshotOf(c.marksOf(t)) }
 	if err := pl.decide(t, cls, requirementFrom(ctx), &c.settings, process, time.Time{}, time.Time{}); err != nil {
 		return err
 	}

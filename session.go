@@ -90,7 +90,7 @@ type sessionPos struct {
 	// pending is the ticket of the latest operation whose position is not
 	// read yet (a write, or a read on the primary), pendingWrite the one
 	// of the latest such write; marks are the cluster marks whose captures
-	// cover them (see clusterMarks). 0: none.
+	// cover them (see internal/marks). 0: none.
 	pending, pendingWrite atomic.Uint64
 	pendingWriteAt        atomic.Int64 // unix ns
 	marks                 atomic.Pointer[clusterMarks]
@@ -122,10 +122,10 @@ func (p *sessionPos) settle() uint64 {
 		return 0
 	}
 	m := p.marks.Load()
-	if m == nil || m.covered.Load() < t {
+	if m == nil || m.Covered() < t {
 		return t
 	}
-	lsn := LSN(m.all.Load())
+	lsn := LSN(m.All())
 	p.raise(lsn, 0)
 	if w := p.pendingWrite.Load(); w != 0 && w <= t {
 		p.raiseWrote(lsn)
@@ -156,16 +156,16 @@ func (p *sessionPos) resolvePending() {
 		return
 	}
 	if last != nil {
-		t = max(t, m.issue(false, false, false)) // issued after the read ended
+		t = max(t, m.Issue(false, false, false)) // issued after the read ended
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ConnectTimeout)
 	defer cancel()
-	if err := m.resolve(ctx, c, t); err != nil {
+	if err := m.Resolve(ctx, c.capturing(), t); err != nil {
 		p.raise(unreachableLSN, 0)
 		return
 	}
 	if last != nil {
-		p.raise(LSN(m.all.Load()), 0)
+		p.raise(LSN(m.All()), 0)
 		p.lastNode.CompareAndSwap(last, nil)
 	}
 	p.settle()

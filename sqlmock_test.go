@@ -118,7 +118,7 @@ func (mc *mockCluster) refresh() {
 func (mc *mockCluster) settle() {
 	mc.t.Helper()
 	m := mc.c.marksFor(mc.sysid)
-	if err := m.resolve(context.Background(), mc.c, m.issued.Load()); err != nil {
+	if err := m.Resolve(context.Background(), mc.c.capturing(), m.Issued()); err != nil {
 		mc.t.Fatal(err)
 	}
 }
@@ -126,7 +126,7 @@ func (mc *mockCluster) settle() {
 // processLSN settles and returns the process watermark.
 func (mc *mockCluster) processLSN() LSN {
 	mc.settle()
-	return LSN(mc.c.marksFor(mc.sysid).all.Load())
+	return LSN(mc.c.marksFor(mc.sysid).All())
 }
 
 // expectReplayChecks lets node's replica answer lsn to the replay checks

@@ -77,7 +77,7 @@ func (c *Connector) primaryPosition(ctx context.Context) (LSN, error) {
 // primaryPosition. A position at or below it needs no statement to be
 // proven written.
 func (c *Connector) knownWritten(t *topology) LSN {
-	known := max(LSN(c.marksOf(t).all.Load()), LSN(c.now.lsn.Load()))
+	known := max(LSN(c.marksOf(t).All()), LSN(c.now.lsn.Load()))
 	if pv := t.primaryNode(); pv != nil {
 		known = max(known, pv.status.lsn)
 	}
@@ -93,7 +93,7 @@ func (c *Connector) written(ctx context.Context, t *topology, lsn LSN) (bool, LS
 	if lsn <= c.knownWritten(t) {
 		return true, 0, nil
 	}
-	now, err := c.marksOf(t).capturerFor(c).primaryPosition(ctx)
+	now, err := c.capturerFor(c.marksOf(t)).primaryPosition(ctx)
 	if err != nil {
 		return true, 0, ctx.Err()
 	}
