@@ -514,3 +514,12 @@ func (hp *hostPool) closePhysical(p *physical) {
 	}
 	p.closeConn()
 }
+
+// roundWait rounds a wait for a message: to the millisecond, to the
+// microsecond below one.
+func roundWait(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
+}

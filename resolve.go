@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -22,12 +21,6 @@ import (
 // its DNS answer as pgx would (a cloud endpoint moved at failover); the
 // names are looked up again while the handle runs, and a name's nodes
 // follow its answers (followNames).
-
-// isName reports whether a configured address is a host name to look up
-// (not an IP address nor a Unix socket directory).
-func isName(addr string) bool {
-	return addr != "" && !strings.HasPrefix(addr, "/") && net.ParseIP(addr) == nil
-}
 
 // How often a name's addresses are looked up again: every
 // resolveEvery while they answer, every resolveFailing while one of
@@ -220,20 +213,6 @@ func pinnedName(h Host, pin string) string {
 		return name
 	}
 	return name + " (" + pin + ")"
-}
-
-// pinnedAddr is the address to dial for a node pinned to pin (an IP, or
-// an "ip:port" a resolver gave) when the inner driver asks for address
-// ("host:port").
-func pinnedAddr(pin, address string) string {
-	if _, _, err := net.SplitHostPort(pin); err == nil {
-		return pin
-	}
-	_, port, err := net.SplitHostPort(address)
-	if err != nil {
-		return address
-	}
-	return net.JoinHostPort(pin, port)
 }
 
 // address is where n's connections go (NodeStatus.Address).

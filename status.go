@@ -2,8 +2,6 @@ package pgreplica
 
 import (
 	"cmp"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 )
@@ -73,59 +71,4 @@ func (c *Connector) Nodes() []NodeStatus {
 	// sorted back into DSN order.
 	slices.SortStableFunc(out, func(a, b NodeStatus) int { return cmp.Compare(a.entry, b.entry) })
 	return out
-}
-
-// explain says in words why a filter rejected v ("" for rejectNone).
-func (r rejection) explain(v *nodeView, pl *plan, t *topology) string {
-	st := &v.status
-	var pst nodeStatus
-	if p := t.primaryNode(); p != nil {
-		pst = p.status
-	}
-	switch r {
-	case rejectUnprobed:
-		return "not probed yet"
-	case rejectUnreachable:
-		if errors.Is(st.err, ErrInsufficientPrivilege) {
-			return "answers, but the role lacks privileges: " + st.err.Error()
-		}
-		return "unreachable: " + st.err.Error()
-	case rejectRetired:
-		return "no longer an address of " + v.n.host.Addr
-	case rejectAlias:
-		return "the same server as " + v.aliasOf.name + ", which takes its statements"
-	case rejectSuperseded:
-		return fmt.Sprintf("out of recovery on timeline %d beside the primary on timeline %d: superseded, gets no writes", st.timeline, pst.timeline)
-	case rejectNotReplica:
-		return "not a replica"
-	case rejectOtherCluster:
-		return fmt.Sprintf("system identifier %d differs from the primary's %d", st.sysid, pst.sysid)
-	case rejectOldTimeline:
-		if st.receiverHidden {
-			return fmt.Sprintf("on timeline %d as of its last restartpoint, behind the primary's timeline %d: "+
-				"its WAL receiver's timeline needs pg_monitor, so it gets reads once a restartpoint shows it follows", st.timeline, pst.timeline)
-		}
-		return fmt.Sprintf("on timeline %d, behind the primary's timeline %d: not following it yet", st.timeline, pst.timeline)
-	case rejectNewTimeline:
-		return fmt.Sprintf("on timeline %d, ahead of the primary's timeline %d: it follows another primary, not this one", st.timeline, pst.timeline)
-	case rejectSyncStandby:
-		return "synchronous standby (excluded by configuration)"
-	case rejectSuspect:
-		return "suspect: a query failed on it; waiting for the next probe"
-	case rejectTried:
-		return "failed this read"
-	case rejectLagBytes:
-		return fmt.Sprintf("lag %d bytes > pgreplica_max_lag_bytes %d", v.lagBytes, pl.maxLagBytes)
-	case rejectLagTime:
-		return fmt.Sprintf("lag %v > pgreplica_max_lag %v", v.lag.Round(time.Millisecond), pl.maxLag)
-	case rejectStale:
-		return fmt.Sprintf("lag %v > the read's staleness bound %v", v.lag.Round(time.Millisecond), pl.maxLag)
-	case rejectBehind:
-		return fmt.Sprintf("has not replayed %s yet", pl.need)
-	case rejectPooledTx:
-		return "behind a pooler: a transaction that needs a position cannot be proven there"
-	case rejectUnchecked:
-		return "an endpoint or a pooler: a read that cannot check its connection may reach a server not known to have the position"
-	}
-	return ""
 }

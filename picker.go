@@ -1,0 +1,129 @@
+package pgreplica
+
+import (
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// The Picker a read's replica is chosen by among those that satisfy it
+// (selector.go's choose calls it): the interface an application may
+// implement, and the built-in policies.
+
+// Candidate is a replica that satisfies a read, as a Picker sees it.
+type Candidate struct {
+	Addr     string // host:port
+	Zone     string
+	LagTime  time.Duration // as of the last probe
+	LagBytes uint64
+	// Replayed is the highest replay position known for the replica.
+	Replayed LSN
+	// RTT is the smoothed probe round trip; InFlight the statements
+	// running on the replica now.
+	RTT      time.Duration
+	InFlight int64
+}
+
+// Candidates are the replicas a read may use, all equally valid for its
+// consistency requirement. Len is at least 1 when a Picker is called.
+type Candidates struct {
+	t   *topology
+	set nodeSet
+}
+
+// Len returns the number of candidates.
+func (c Candidates) Len() int { return c.set.len() }
+
+// At returns candidate i, 0 ≤ i < Len().
+func (c Candidates) At(i int) Candidate {
+	v := &c.t.nodes[c.set.nth(i)]
+	return Candidate{
+		Addr: v.n.name, Zone: v.n.host.Zone, LagTime: v.lag, LagBytes: v.lagBytes,
+		Replayed: LSN(v.n.replay.Load()), RTT: v.rtt, InFlight: v.n.inflight.Load(),
+	}
+}
+
+// Picker chooses the replica for one read. Pick returns an index in
+// [0, c.Len()); anything else means the first candidate. It runs on every
+// replica read with more than one candidate (one needs no choice),
+// concurrently: it must be fast and safe for concurrent use.
+// Config.Picker takes one; the built-in policies (Config.Policy) are
+// Pickers too.
+type Picker interface {
+	Pick(c Candidates) int
+}
+
+// PickerFunc adapts a function to Picker.
+type PickerFunc func(Candidates) int
+
+// Pick calls f.
+func (f PickerFunc) Pick(c Candidates) int { return f(c) }
+
+// newPicker returns the built-in Picker of a policy.
+func newPicker(p Policy) Picker {
+	switch p {
+	case PolicyRandom:
+		return PickerFunc(func(c Candidates) int { return rand.IntN(c.Len()) })
+	case PolicyLeastLag:
+		return PickerFunc(pickLeastLag)
+	case PolicyLatency:
+		return PickerFunc(pickLatency)
+	}
+	return new(roundRobin)
+}
+
+// roundRobin spreads reads evenly.
+type roundRobin struct{ next atomic.Uint64 }
+
+func (r *roundRobin) Pick(c Candidates) int { return int(r.next.Add(1) % uint64(c.Len())) }
+
+// pickLeastLag takes the least time lag; replay positions break ties
+// (they are cached at different moments, so alone they can mislead).
+func pickLeastLag(c Candidates) int {
+	best, bc := 0, c.At(0)
+	for i := 1; i < c.Len(); i++ {
+		x := c.At(i)
+		if x.LagTime < bc.LagTime || x.LagTime == bc.LagTime && x.Replayed > bc.Replayed {
+			best, bc = i, x
+		}
+	}
+	return best
+}
+
+// localThreshold is the latency window, as in MongoDB's server selection:
+// replicas whose round trip is within it of the fastest are equivalent.
+const localThreshold = 15 * time.Millisecond
+
+// pickLatency keeps replicas within localThreshold of the fastest (EWMA
+// round trip) and takes the less busy of two random ones.
+func pickLatency(c Candidates) int {
+	fastest := c.At(0).RTT
+	for i := 1; i < c.Len(); i++ {
+		fastest = min(fastest, c.At(i).RTT)
+	}
+	window := func(start int) int {
+		for k := range c.Len() {
+			if i := (start + k) % c.Len(); c.At(i).RTT <= fastest+localThreshold {
+				return i
+			}
+		}
+		return 0
+	}
+	a, b := window(rand.IntN(c.Len())), window(rand.IntN(c.Len()))
+	if c.At(b).InFlight < c.At(a).InFlight {
+		return b
+	}
+	return a
+}
+
+// Policy names a built-in Picker: how one replica is chosen among those
+// that satisfy a read.
+type Policy int
+
+// Selection policies.
+const (
+	PolicyRoundRobin Policy = iota // default
+	PolicyRandom
+	PolicyLeastLag
+	PolicyLatency // EWMA round-trip time window, then power of two choices
+)
