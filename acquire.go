@@ -41,7 +41,7 @@ const (
 // the position its check must find replayed (never 0: such a read needs
 // a position); 0 for a read run as it is. step is where the decision
 // stands (see acquireStep), which acquire moves on.
-func (c *Connector) acquire(ctx context.Context, pl *plan, inFlight bool, step *acquireStep) (l lease, check LSN, err error) {
+func (c *router) acquire(ctx context.Context, pl *plan, inFlight bool, step *acquireStep) (l lease, check LSN, err error) {
 	if pl.onPrimary {
 		l, err = c.leasePrimary(ctx, pl.topo, false)
 		return l, 0, err
@@ -111,7 +111,7 @@ func (c *Connector) acquire(ctx context.Context, pl *plan, inFlight bool, step *
 // long it waited for a replica: once it first asked for a replica that
 // satisfies it (leaseReplica, whether one did or it fell back), or, for
 // a read in flight, once it ran.
-func (c *Connector) noteTokenedRead(pl *plan) {
+func (c *router) noteTokenedRead(pl *plan) {
 	if pl.tokened() {
 		c.metrics.tokenedReads.Add(1)
 		c.metrics.wait.Observe(pl.waited())
@@ -122,7 +122,7 @@ func (c *Connector) noteTokenedRead(pl *plan) {
 // One whose cached replay position proves it costs no extra round trip;
 // otherwise the read waits for one (awaitReplica). A replica that refuses
 // connections is left out and the next one tried.
-func (c *Connector) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
+func (c *router) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 	if pl.prefer != nil {
 		if l, ok := c.leaseAffine(ctx, pl, true); ok {
 			return l, nil
@@ -241,7 +241,7 @@ func (pl *plan) nextReplicas(patient *bool) nodeSet {
 // awaitReplicaConn borrows a connection to replica n for as long as the
 // read may wait for a replica (the wait budget within ctx): n was only
 // slow to give one, and no other replica can.
-func (c *Connector) awaitReplicaConn(ctx context.Context, pl *plan, n *node) (*puddle.Resource[*physical], error) {
+func (c *router) awaitReplicaConn(ctx context.Context, pl *plan, n *node) (*puddle.Resource[*physical], error) {
 	wctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
 	defer cancel()
 	res, err := n.pool.acquire(wctx)
@@ -256,7 +256,7 @@ func (c *Connector) awaitReplicaConn(ctx context.Context, pl *plan, n *node) (*p
 // position of that replica read after it (on a connection open since
 // before it), else of the primary read after it, from the snapshot;
 // else a capture of the primary's position now (one statement, shared).
-func (c *Connector) boundLastRead(ctx context.Context, pl *plan) error {
+func (c *router) boundLastRead(ctx context.Context, pl *plan) error {
 	bound, ok := pl.lastReadBound, pl.lastReadBoundKnown
 	if !ok {
 		m := c.marksOf(pl.topo)
@@ -287,7 +287,7 @@ var errConflicts = errors.New("replay conflicts cancelled the read on the replic
 
 // fallBack serves a read on the primary, which no replica could serve
 // (why), within the bound on concurrent fallbacks.
-func (c *Connector) fallBack(ctx context.Context, pl *plan, why error) (lease, error) {
+func (c *router) fallBack(ctx context.Context, pl *plan, why error) (lease, error) {
 	c.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", why)
 	c.metrics.fallbackReads.Add(1)
 	if err := c.fallbacks.take(ctx); err != nil {

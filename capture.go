@@ -24,7 +24,7 @@ import (
 // marksOf returns the process watermarks of t's cluster: the ones the
 // topology was published with (one pointer away from the topology every
 // statement reads), or marksFor's for a topology never published.
-func (c *Connector) marksOf(t *topology) *clusterMarks {
+func (c *router) marksOf(t *topology) *clusterMarks {
 	if t.marks != nil {
 		return t.marks
 	}
@@ -32,7 +32,7 @@ func (c *Connector) marksOf(t *topology) *clusterMarks {
 }
 
 // marksFor returns the connector's marks of cluster sysid (handleMarks.marksFor).
-func (c *Connector) marksFor(sysid uint64) *clusterMarks { return c.marks.marksFor(sysid) }
+func (c *router) marksFor(sysid uint64) *clusterMarks { return c.marks.marksFor(sysid) }
 
 // wrote records a write that committed under pl: it takes a ticket (see
 // internal/marks) and hands it to the plan's session as a pending position.
@@ -41,13 +41,13 @@ func (c *Connector) marksFor(sysid uint64) *clusterMarks { return c.marks.marksF
 // token or the monitor's next probe of the primary needs or covers it;
 // in a process that uses Sessions, also by a capture in the background
 // (sessionsBegin).
-func (c *Connector) wrote(pl *plan, p *physical, async bool) {
+func (c *router) wrote(pl *plan, p *physical, async bool) {
 	m := c.marksOf(pl.topo)
 	t := m.Issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
 	if me := &c.marks.capturer; m.Writer() != me {
 		m.Wrote(me) // the latest writer can read its position
 	}
-	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, true)
+	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, &c.marks, m, t, true)
 	if pl.session != nil || m.Sessions() {
 		c.captureSoon(m)
 	}
@@ -59,13 +59,13 @@ func (c *Connector) wrote(pl *plan, p *physical, async bool) {
 // before they are flushed). Without it the session could next read a
 // replica that has its watermark but not what the primary showed, and see
 // the row go back in time.
-func (c *Connector) readOnPrimary(pl *plan, p *physical) {
+func (c *router) readOnPrimary(pl *plan, p *physical) {
 	if pl.session == nil {
 		return
 	}
 	m := c.marksOf(pl.topo)
 	t := m.Issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
-	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, c, m, t, false)
+	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, &c.marks, m, t, false)
 	c.captureSoon(m)
 }
 
@@ -76,7 +76,7 @@ func (c *Connector) readOnPrimary(pl *plan, p *physical) {
 // see) would rise past them: each session's reads would wait for the
 // others' writes on a lagging replica, or fall back. What such writes left
 // pending is read now, before the session's statement runs.
-func (c *Connector) sessionsBegin(ctx context.Context, pl *plan) error {
+func (c *router) sessionsBegin(ctx context.Context, pl *plan) error {
 	m := c.marksOf(pl.topo)
 	if !m.BeginSessions() {
 		return nil
@@ -107,14 +107,14 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtclass.Class) bool {
 // capturing is the connector as the marks' capturer (marks.Capturer):
 // the marks run their captures through it, and it counts those it
 // resolved (metrics). A conversion, not a copy: the same connector.
-type capturing Connector
+type capturing router
 
 // capturing returns c as the marks' capturer.
-func (c *Connector) capturing() *capturing { return (*capturing)(c) }
+func (c *router) capturing() *capturing { return (*capturing)(c) }
 
 // Capture reads the primary's position (readPrimaryLSN).
 func (cp *capturing) Capture(ctx context.Context, insert bool) (uint64, error) {
-	lsn, err := (*Connector)(cp).readPrimaryLSN(ctx, insert)
+	lsn, err := (*router)(cp).readPrimaryLSN(ctx, insert)
 	return uint64(lsn), err
 }
 
@@ -130,8 +130,8 @@ func (cp *capturing) Captured() { cp.metrics.lsnCaptures.Add(1) }
 // capturerFor returns the connector a capture for c runs on
 // (marks.Cluster.CapturerFor): c, or, while c knows no primary, the
 // process's latest writer on the cluster.
-func (c *Connector) capturerFor(m *clusterMarks) *Connector {
-	return (*Connector)(m.CapturerFor(c.capturing()).(*capturing))
+func (c *router) capturerFor(m *clusterMarks) *router {
+	return (*router)(m.CapturerFor(c.capturing()).(*capturing))
 }
 
 // readPrimaryLSN reads the primary's flush position (the insert position
@@ -141,7 +141,7 @@ func (c *Connector) capturerFor(m *clusterMarks) *Connector {
 // primary no connection of their own. Only while there is no probe
 // connection (before the first probe, after a failed one) does a capture
 // open a connection, for itself and for that once.
-func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
+func (c *router) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
 	if c.cfg.Pgx != nil {
 		ctx = pgxtrace.Own(ctx) // the monitor's statement: see PgxHooks
 	}
@@ -184,7 +184,7 @@ const captureDelay = 5 * time.Millisecond
 
 // captureSoon schedules a background capture of m's pending tickets,
 // unless one is scheduled already.
-func (c *Connector) captureSoon(m *clusterMarks) {
+func (c *router) captureSoon(m *clusterMarks) {
 	if !c.capture.scheduled.CompareAndSwap(false, true) {
 		return
 	}
@@ -210,7 +210,7 @@ func (c *Connector) captureSoon(m *clusterMarks) {
 // connector closed, so none is scheduled after it): the writes of a
 // closing connector keep their positions for the rest of the process,
 // whose other connectors may not reach this primary.
-func (c *Connector) flushCaptures() {
+func (c *router) flushCaptures() {
 	if c.capture.stop() {
 		defer c.wg.Done()
 		c.capture.scheduled.Store(false)

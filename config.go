@@ -14,6 +14,10 @@ import (
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
+// maxHosts is how many hosts a Config may list (nodes are kept in a
+// nodeSet, a bit each).
+const maxHosts = 64
+
 // Configuration: Config and the types of its fields (Host, InnerDriver,
 // the enumerations, with the names the DSN gives their values and their
 // text forms), its defaults and the values it may not take, and the

@@ -7,53 +7,19 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/hedging"
-	"github.com/pgreplica/pgreplica/internal/lagtrack"
-	"github.com/pgreplica/pgreplica/internal/stmtclass"
-	"github.com/pgreplica/pgreplica/internal/stmtset"
 )
 
 // Connector is a pgreplica driver.Connector: give it to sql.OpenDB. It owns
 // the per-host pools and the topology monitor; closing the *sql.DB closes
 // it, which stops all background work and every physical connection.
 type Connector struct {
-	// What every statement reads comes first: these fields, settings, the
-	// logger and the counters most reads add to share three cache lines
-	// (TestHotFieldsLayout). The parts that serve only some statements,
-	// or none, follow the counters.
-	closed atomic.Bool
-	pq     bool // the inner driver is lib/pq (Config.Driver)
-	// flights: database/sql reads may carry their replay check in their
-	// own flight (inflight.go).
-	flights bool
-	topo    atomic.Pointer[topology]
-	// mark is this connector's handle on its cluster's process
-	// watermarks; localMarks stand in while the cluster is unknown
-	// (watermark.go).
-	mark atomic.Pointer[watermark]
-	// refused remembers statements a replica refused with SQLSTATE
-	// 25006, so they go straight to the primary next time; conflicting
-	// those that kept conflicting with replay, for a while (route.go).
-	refused, conflicting stmtset.Set
-	// hedges bounds and sends hedged reads (hedge.go).
-	hedges   hedger
-	settings settings
-	log      *slog.Logger
-	// picker chooses among the replicas that satisfy a read (choose).
-	picker  Picker
-	metrics metrics
+	// The router comes first: its first fields are what every statement
+	// reads (TestHotFieldsLayout).
+	router
 
-	// fallbacks bounds concurrent reads that fell back to the primary
-	// (fallback.go).
-	fallbacks fallbackGate
-	cfg       Config
-	// nodes are the nodes routed over, copied on change (resolve.go):
-	// nodeList reads them. A node keeps its slot (its idx) while it
-	// is in the list; a retired one keeps it until a new node takes it.
-	nodes atomic.Pointer[[]*node]
 	// membersMu serialises changes of nodes and the monitor's
 	// subscriptions; names is what resolve.go knows of each configured
 	// host's name (its goroutine's alone once started).
@@ -64,7 +30,6 @@ type Connector struct {
 	// inner makes a node's inner connector (innerConnector; unit tests
 	// substitute their own).
 	inner innerFunc
-	mon   *monitor
 	// sharedProbes: the nodes take the process's probers (prober.go).
 	// Unit tests, which make their connectors with inner drivers of their
 	// own, get probers private to each node, where probe, when set,
@@ -72,27 +37,11 @@ type Connector struct {
 	sharedProbes bool
 	probe        func(context.Context, *node) *nodeStatus
 
-	localMarks clusterMarks
-	// capture runs the background capture of write positions, and a
-	// capture's own connection (capture.go).
-	capture capturer
-	// now reads the primary's current position for the positions ahead
-	// of every one known (unwritten.go).
-	now primaryNow
-	// primaryLSNs samples the primary's position for time lag.
-	primaryLSNs lagtrack.Tracker
-	// classes caches the classification of long statements.
-	classes stmtclass.Cache
-	// marks is the way to the cluster's process watermarks the monitor
-	// publishes and raises them through (watermark.go).
-	marks handleMarks
-
 	startOnce sync.Once
 	// startErr is why the start failed: a resolved address that the
 	// inner driver refused (expandNames).
 	startErr  error
 	cancel    context.CancelFunc
-	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
 
@@ -117,14 +66,14 @@ func newConnector(cfg Config, inner innerFunc) (*Connector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Connector{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger, inner: inner}
+	c := &Connector{router: router{cfg: cfg, settings: settingsOf(&cfg), pq: cfg.Driver == DriverPq, log: cfg.Logger}, inner: inner}
 	c.flights = flightsFor(&c.cfg)
 	c.refused.Init(1024)
 	c.conflicting.Init(1024)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.marks = handleMarks{mark: &c.mark, local: &c.localMarks, capturer: c.capturing()}
+	c.marks = handleMarks{mark: &c.mark, local: &c.localMarks, capturer: c.capturing(), captureTimeout: cfg.ConnectTimeout}
 	c.mon = newMonitor(&c.nodes, &c.membersMu, &c.topo, &c.primaryLSNs, &c.marks, monitorSettings{
 		password: cfg.Password, excludeSync: cfg.ExcludeSyncStandby,
 		interval: cfg.MonitorInterval, idleInterval: cfg.IdleMonitorInterval,
@@ -220,7 +169,7 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 			c.wg.Add(1)
 			go func() {
 				defer c.wg.Done()
-				c.hedges.watch.run(mctx, c)
+				c.hedges.watch.run(mctx, &c.router)
 			}()
 		}
 	})
@@ -301,9 +250,6 @@ func (c *Connector) releaseProber(n *node) {
 		n.prober.registry.release(n.prober)
 	}
 }
-
-// nodeList returns the nodes routed over now (see Connector.nodes).
-func (c *Connector) nodeList() []*node { return *c.nodes.Load() }
 
 // privilegeErr is what Connect and Ping return when the role lacks a
 // privilege the driver needs (topology.privilegeErr), nil otherwise.

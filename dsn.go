@@ -2,6 +2,7 @@ package pgreplica
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,7 +13,8 @@ import (
 )
 
 // The DSN form of Config: ParseDSN, its pgreplica_* options and the DSN
-// of each host handed to the inner driver (hostDSN). The libpq syntax
+// of each host handed to the inner driver (hostDSN), and the address of a
+// host the inner driver dials (isName, pinnedAddr). The libpq syntax
 // itself is internal/libpqdsn's.
 
 // ParseDSN parses a data source name in either of libpq's two forms and
@@ -394,4 +396,24 @@ func dsnSortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// isName reports whether a configured address is a host name to look up
+// (not an IP address nor a Unix socket directory).
+func isName(addr string) bool {
+	return addr != "" && !strings.HasPrefix(addr, "/") && net.ParseIP(addr) == nil
+}
+
+// pinnedAddr is the address to dial for a node pinned to pin (an IP, or
+// an "ip:port" a resolver gave) when the inner driver asks for address
+// ("host:port").
+func pinnedAddr(pin, address string) string {
+	if _, _, err := net.SplitHostPort(pin); err == nil {
+		return pin
+	}
+	_, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return address
+	}
+	return net.JoinHostPort(pin, port)
 }

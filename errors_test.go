@@ -360,7 +360,7 @@ func TestFallbackQueueErrorSaysWhatEndedIt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := tc.ctx()
 			defer cancel()
-			c := &Connector{log: slog.New(slog.DiscardHandler)}
+			c := &router{log: slog.New(slog.DiscardHandler)}
 			wait := 20 * time.Millisecond
 			if tc.ctxErr != nil {
 				wait = time.Hour

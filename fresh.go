@@ -27,7 +27,7 @@ import (
 // position: it is read on the primary while the read flies to a replica,
 // and the check compares the two (laterPos), so the read takes one round
 // trip, not two.
-func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
+func (c *router) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
 	m := c.marksOf(pl.topo)
 	if m.Covered() < pl.pending {
 		if pl.replicasLate(beside, time.Now()) {
@@ -67,7 +67,7 @@ func (c *Connector) readAfterWrite(ctx context.Context, pl *plan, beside bool) (
 // found them behind). Waiting for a replica then costs a replay check at
 // least, and a sleep between checks, where the primary costs one round
 // trip.
-func (c *Connector) recentWriteOnPrimary(ctx context.Context, pl *plan) (lease, bool) {
+func (c *router) recentWriteOnPrimary(ctx context.Context, pl *plan) (lease, bool) {
 	if pl.pendingWriteAt.IsZero() || c.cfg.ReadAfterWrite != ReadAfterWritePrimary || pl.fallback == FallbackError || !c.fallbacks.tryTake() {
 		return lease{}, false
 	}
@@ -82,7 +82,7 @@ func (c *Connector) recentWriteOnPrimary(ctx context.Context, pl *plan) (lease, 
 
 // readBeside starts reading the position of ticket, as resolveUntil does,
 // while the caller sends its read.
-func (c *Connector) readBeside(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) *laterPos {
+func (c *router) readBeside(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) *laterPos {
 	lp := &laterPos{done: make(chan struct{}), m: m}
 	go func() {
 		defer close(lp.done)
@@ -93,7 +93,7 @@ func (c *Connector) readBeside(ctx context.Context, m *clusterMarks, ticket uint
 
 // settleLater waits for the position read beside the read's flight and
 // makes it the plan's, as readAfterWrite does when it reads it first.
-func (c *Connector) settleLater(ctx context.Context, pl *plan) error {
+func (c *router) settleLater(ctx context.Context, pl *plan) error {
 	lp := pl.later
 	pl.later = nil
 	select {
@@ -160,7 +160,7 @@ const youngWrite = captureDelay
 
 // resolveUntil resolves ticket, trying again while it fails (a failover:
 // the new primary may be known in a moment) until deadline.
-func (c *Connector) resolveUntil(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) error {
+func (c *router) resolveUntil(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) error {
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	for {
@@ -186,7 +186,7 @@ func (c *Connector) resolveUntil(ctx context.Context, m *clusterMarks, ticket ui
 // have resumed since its probe, worth one look but no wait). Without a
 // prediction (an idle replica, whose rate is unknown) the read waits as
 // before.
-func (c *Connector) futile(ctx context.Context, pl *plan) (futile, paused bool) {
+func (c *router) futile(ctx context.Context, pl *plan) (futile, paused bool) {
 	deadline := pl.waitDeadline(ctx)
 	now := time.Now()
 	passed, ok := c.primaryLSNs.PassedAt(uint64(pl.need))
@@ -239,7 +239,7 @@ const rateBacklog = 1 << 20
 // awaitReplica polls the eligible replicas, each on the connection that
 // will run the query, until one has replayed pl.need or the plan's
 // deadline passes.
-func (c *Connector) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
+func (c *router) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 	wctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
 	defer cancel()
 	backoff := time.Millisecond
@@ -276,7 +276,7 @@ const lastCheckMargin = time.Millisecond
 // connection that will run the query, and leases the first that has
 // replayed pl.need; best (if not nil) is raised to the highest position
 // seen.
-func (c *Connector) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lease, bool) {
+func (c *router) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lease, bool) {
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		if l, ok := c.checkNode(ctx, pl, pl.topo.nodes[set.nth(0)].n, best); ok {
 			return l, true
@@ -290,7 +290,7 @@ func (c *Connector) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lea
 // endpoint each connection may reach another server: one found behind is
 // held while a few more are tried (serverTries), so that the next borrow
 // does not hand back the same one.
-func (c *Connector) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (lease, bool) {
+func (c *router) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (lease, bool) {
 	var inTx bool
 	res, _ := c.onServers(ctx, n, func(p *physical) (bool, error) {
 		c.metrics.replayChecks.Add(1)
@@ -326,7 +326,7 @@ func (c *Connector) checkNode(ctx context.Context, pl *plan, n *node, best *LSN)
 // server); an error of accept closes that connection and ends the
 // search. The error is the first borrow's: a later one that fails only
 // ends the search.
-func (c *Connector) onServers(ctx context.Context, n *node, accept func(p *physical) (bool, error)) (*puddle.Resource[*physical], error) {
+func (c *router) onServers(ctx context.Context, n *node, accept func(p *physical) (bool, error)) (*puddle.Resource[*physical], error) {
 	var held []*puddle.Resource[*physical]
 	defer func() {
 		for _, res := range held {
@@ -357,7 +357,7 @@ func (c *Connector) onServers(ctx context.Context, n *node, accept func(p *physi
 // serverTries is how many connections of n a read tries to find a server
 // it needs: one where every connection reaches the same server; behind an
 // endpoint a few, never all the pool's (a borrow would wait for one held).
-func (c *Connector) serverTries(n *node) int {
+func (c *router) serverTries(n *node) int {
 	if !n.endpoint.Load() {
 		return 1
 	}
@@ -371,7 +371,7 @@ const maxServerTries = 4
 // acquireAnother borrows a connection of n while the read holds i others:
 // the first as any borrow; the next ones only within ConnectTimeout (new
 // connections, dialled through the address's round robin).
-func (c *Connector) acquireAnother(ctx context.Context, n *node, i int) (*puddle.Resource[*physical], error) {
+func (c *router) acquireAnother(ctx context.Context, n *node, i int) (*puddle.Resource[*physical], error) {
 	if i == 0 {
 		return n.pool.acquire(ctx)
 	}

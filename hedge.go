@@ -77,7 +77,7 @@ func (w *hedgeWork) run(ctx context.Context, p *physical, op pgxroute.HedgeOp) (
 		return runQuery(ctx, p, w.query, w.args, w.cls)
 	}
 	p.note(w.cls)
-	return nil, op.Run(pgxConnOf(p))
+	return nil, op.Run(pgxConnOf(p.conn))
 }
 
 // discard drops the results of an attempt that lost.
@@ -118,14 +118,14 @@ type hedgeSlot struct {
 
 	// The read, copied when armed (launch runs on a goroutine of its own).
 	delay time.Duration
-	c     *Connector
+	c     *router
 	ctx   context.Context
 	plan  plan
 	work  hedgeWork
 }
 
 // hedgeable reports whether a read on l may be hedged.
-func (c *Connector) hedgeable(pl *plan, l *lease) bool {
+func (c *router) hedgeable(pl *plan, l *lease) bool {
 	return pl.read && l.replica && c.settings.hedgeDelay > 0
 }
 
@@ -135,7 +135,7 @@ func (c *Connector) hedgeable(pl *plan, l *lease) bool {
 // out its deadline). The old slot's launch keeps its own fields; it no
 // longer touches p once its read returned.
 func (p *physical) slot(w *hedgeWatch) *hedgeSlot {
-	s := p.hedge.Load()
+	s := p.hedgeSlot()
 	if s == nil || s.busy.Load() {
 		s = &hedgeSlot{first: p, watch: w, done: make(chan hedgeResult, 1)}
 		p.hedge.Store(s)
@@ -143,11 +143,17 @@ func (p *physical) slot(w *hedgeWatch) *hedgeSlot {
 	return s
 }
 
+// hedgeSlot returns p's hedge slot, nil until a read made one.
+func (p *physical) hedgeSlot() *hedgeSlot {
+	s, _ := p.hedge.Load().(*hedgeSlot)
+	return s
+}
+
 // runHedged runs a read on the first lease and, if no answer came within
 // the hedge delay, also on another replica; it returns the lease and rows
 // of the attempt that answered first (for the pgx handle's operation, the
 // operation holds the results: a hedge's copy that won hands them over).
-func (c *Connector) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
+func (c *router) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
 	s := first.p.slot(c.hedges.watch)
 	// No launch runs, and none starts before due is stored: the fields
 	// are the read's own.
@@ -373,7 +379,7 @@ func (w *hedgeWatch) armed() {
 
 // run ticks while reads arm slots, sending the hedges that are due,
 // until ctx ends.
-func (w *hedgeWatch) run(ctx context.Context, c *Connector) {
+func (w *hedgeWatch) run(ctx context.Context, c *router) {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	defer t.Stop()
@@ -412,12 +418,12 @@ func (w *hedgeWatch) run(ctx context.Context, c *Connector) {
 
 // sendDueHedges launches the hedge of every slot whose read is past its
 // due time, and reports whether any slot is armed.
-func (c *Connector) sendDueHedges(now int64) (armed bool) {
+func (c *router) sendDueHedges(now int64) (armed bool) {
 	for _, n := range c.nodeList() {
 		hp := n.pool
 		hp.mu.Lock()
 		for p := range hp.all {
-			s := p.hedge.Load()
+			s := p.hedgeSlot()
 			if s == nil {
 				continue
 			}

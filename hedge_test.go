@@ -87,7 +87,7 @@ func TestHedgeTarget(t *testing.T) {
 		spec{role: roleReplica, replay: 950, zone: "b"},
 	)
 	// The first candidate, so that a wrong candidate set shows.
-	c := &Connector{picker: PickerFunc(func(Candidates) int { return 0 })}
+	c := &router{picker: PickerFunc(func(Candidates) int { return 0 })}
 	first := &physical{node: top.nodes[1].n}
 	target := func(pl plan) *node {
 		pl.topo, pl.read = top, true

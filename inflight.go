@@ -26,7 +26,7 @@ import (
 // does (wait for a replica, or fall back), having lost nothing. It is the
 // way of the pgx inner driver, which can pipeline; lib/pq checks first
 // (awaitReplica).
-func (c *Connector) leaseInFlight(ctx context.Context, pl *plan) (l lease, check LSN, err error) {
+func (c *router) leaseInFlight(ctx context.Context, pl *plan) (l lease, check LSN, err error) {
 	if futile, _ := c.futile(ctx, pl); futile {
 		return lease{}, 0, nil // acquire looks once, or falls back
 	}
@@ -49,7 +49,7 @@ func (c *Connector) leaseInFlight(ctx context.Context, pl *plan) (l lease, check
 // check found the replica behind (pl.flightsBehind counts those); route
 // then goes back to acquire's decision. l is given back then, and when
 // the read failed (err).
-func (c *Connector) runInFlight(ctx context.Context, pl *plan, l *lease, st *statement, check LSN) (back bool, err error) {
+func (c *router) runInFlight(ctx context.Context, pl *plan, l *lease, st *statement, check LSN) (back bool, err error) {
 	p := l.p
 	p.note(st.cls)
 	want := pgxroute.Need{At: uint64(check)}
@@ -61,7 +61,7 @@ func (c *Connector) runInFlight(ctx context.Context, pl *plan, l *lease, st *sta
 	}
 	var replayed uint64
 	if st.guard != nil {
-		replayed, err = st.guard.RunGuarded(pgxConnOf(p), want)
+		replayed, err = st.guard.RunGuarded(pgxConnOf(p.conn), want)
 	} else {
 		replayed, err = flyQuery(ctx, p, st, want)
 	}
@@ -82,10 +82,10 @@ func (c *Connector) runInFlight(ctx context.Context, pl *plan, l *lease, st *sta
 		return false, nil
 	case errors.Is(err, pgxroute.ErrBehind):
 		pl.flightsBehind++
-		l.release(notIdle(p, nil))
+		l.release(notIdle(p.conn, nil))
 		return true, nil
 	}
-	l.release(notIdle(p, err))
+	l.release(notIdle(p.conn, err))
 	return false, err
 }
 
@@ -97,7 +97,7 @@ func (c *Connector) runInFlight(ctx context.Context, pl *plan, l *lease, st *sta
 // routes as the driver does. Any other read takes a replica the lag
 // bounds allow. The error says why there is no lease: errNoFlightLease,
 // or the borrow's.
-func (c *Connector) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN, err error) {
+func (c *router) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN, err error) {
 	need = pl.need
 	if pl.prefer != nil {
 		if l, ok := c.leaseAffine(ctx, pl, false); ok {

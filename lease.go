@@ -24,7 +24,7 @@ import (
 
 // lease is one physical connection borrowed under a plan.
 type lease struct {
-	c       *Connector
+	c       *router
 	res     *puddle.Resource[*physical]
 	p       *physical
 	replica bool
@@ -44,7 +44,7 @@ type lease struct {
 	inTx bool
 }
 
-func (c *Connector) newLease(res *puddle.Resource[*physical], replica, slot bool) lease {
+func (c *router) newLease(res *puddle.Resource[*physical], replica, slot bool) lease {
 	p := res.Value()
 	p.node.inflight.Add(1)
 	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: p.knownReplay(),
@@ -75,7 +75,7 @@ func (l *lease) observeAnswer() {
 
 // leasePrimary borrows a connection to the primary, waiting for one that
 // is down for a moment (awaitPrimary), or says why there is none.
-func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
+func (c *router) leasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
 	l, err := c.tryLeasePrimary(ctx, t, slot)
 	if err == nil || !errors.Is(err, ErrNoPrimary) || ctx.Err() != nil || !c.primaryMomentarilyDown(c.topo.Load()) {
 		return l, err
@@ -85,7 +85,7 @@ func (c *Connector) leasePrimary(ctx context.Context, t *topology, slot bool) (l
 
 // tryLeasePrimary borrows a connection to the primary, or says why there
 // is none.
-func (c *Connector) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
+func (c *router) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
 	pv := t.primaryNode()
 	if pv == nil {
 		return lease{}, t.writeErr
@@ -117,7 +117,7 @@ func (c *Connector) tryLeasePrimary(ctx context.Context, t *topology, slot bool)
 // read (on a loaded machine, where dials outlast the delay, every read of
 // every process started one: 48 processes reading 4 times a second held
 // 3 or 4 connections each to each replica).
-func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
+func (c *router) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
 	delay, hedged := c.pingLimit(n, others)
 	if !hedged {
 		return n.pool.acquire(ctx)
@@ -143,7 +143,7 @@ func (c *Connector) acquireReplica(ctx context.Context, n *node, others bool) (*
 // replica n may take for a read: n's hedge delay when reads are hedged
 // and another replica could serve it (others; hedged, and a new
 // connection is waited for no longer either), else the pool's limit.
-func (c *Connector) pingLimit(n *node, others bool) (limit time.Duration, hedged bool) {
+func (c *router) pingLimit(n *node, others bool) (limit time.Duration, hedged bool) {
 	if !others || c.settings.hedgeDelay <= 0 {
 		return n.pool.pingTimeout, false
 	}
@@ -166,7 +166,7 @@ var (
 // connection reaches: a server within MaxLag (or WithMaxStaleness) has
 // replayed what the primary had written that long ago, within
 // MaxLagBytes what the primary had written less those bytes.
-func (c *Connector) needOn(pl *plan, n *node) LSN {
+func (c *router) needOn(pl *plan, n *node) LSN {
 	if !n.perConnection() {
 		return 0
 	}
@@ -190,7 +190,7 @@ func (c *Connector) needOn(pl *plan, n *node) LSN {
 // replica also be known to have pl.need (pl.fresh); otherwise the read
 // checks it in its own flight (inflight.go). Reports false when that is
 // not possible.
-func (c *Connector) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease, bool) {
+func (c *router) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease, bool) {
 	i := pl.prefer.idx
 	if i >= len(pl.topo.nodes) {
 		return lease{}, false // a node newer than the plan's topology (resolve.go)
@@ -215,7 +215,7 @@ func (c *Connector) leaseAffine(ctx context.Context, pl *plan, proven bool) (lea
 // server does not say (one round trip): for a node whose reads are proven
 // per connection (an endpoint, a pooler), after selection chose it by
 // what all its servers are known to have.
-func (c *Connector) provenOn(ctx context.Context, p *physical, need LSN) (ok, inTx bool, err error) {
+func (c *router) provenOn(ctx context.Context, p *physical, need LSN) (ok, inTx bool, err error) {
 	if p.knownReplay() >= need {
 		return true, false, nil
 	}
@@ -235,7 +235,7 @@ const primaryRetry = 20 * time.Millisecond
 // primaryMomentarilyDown reports whether the host last known as the
 // primary is the one that fails now (its probe failed, or it is suspect),
 // with no other host claiming the role.
-func (c *Connector) primaryMomentarilyDown(t *topology) bool {
+func (c *router) primaryMomentarilyDown(t *topology) bool {
 	if t.writeErr != nil && errors.Is(t.writeErr, ErrSplitBrain) {
 		return false
 	}
@@ -250,7 +250,7 @@ func (c *Connector) primaryMomentarilyDown(t *topology) bool {
 
 // awaitPrimary waits for the primary, down for a moment, to take a
 // connection again (see above); err is why the first borrow failed.
-func (c *Connector) awaitPrimary(ctx context.Context, slot bool, err error) (lease, error) {
+func (c *router) awaitPrimary(ctx context.Context, slot bool, err error) (lease, error) {
 	start := time.Now()
 	deadline := start.Add(c.cfg.ConnectTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
@@ -314,7 +314,7 @@ func endCheckTx(p *physical, timeout time.Duration) error {
 // watchStatement arms lib/pq's deadline watch over the statement route
 // runs on l: it and its rows end with the lease (route serves statements
 // outside transactions and pinned connections). pgx needs none.
-func (c *Connector) watchStatement(ctx context.Context, l *lease) {
+func (c *router) watchStatement(ctx context.Context, l *lease) {
 	if c.pq {
 		l.watch = watchDeadline(ctx, l.p.socks, c.cfg.ProbeTimeout)
 	}

@@ -3,6 +3,7 @@ package pgreplica
 import (
 	"database/sql/driver"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
@@ -116,4 +117,17 @@ func lsnSQL(async bool) string {
 		return insertLSNSQL
 	}
 	return flushLSNSQL
+}
+
+// atomicMax raises a to v if v is higher and reports whether it did.
+func atomicMax(a *atomic.Uint64, v uint64) bool {
+	for {
+		cur := a.Load()
+		if v <= cur {
+			return false
+		}
+		if a.CompareAndSwap(cur, v) {
+			return true
+		}
+	}
 }

@@ -5,8 +5,6 @@ import "math/bits"
 // nodeSet is a set of node indexes (Config allows at most maxHosts hosts).
 type nodeSet uint64
 
-const maxHosts = 64
-
 func (s nodeSet) has(i int) bool            { return s&(1<<uint(i)) != 0 }
 func (s *nodeSet) add(i int)                { *s |= 1 << uint(i) }
 func (s nodeSet) len() int                  { return bits.OnesCount64(uint64(s)) }

@@ -2,15 +2,11 @@ package pgreplica
 
 import (
 	"context"
-	"database/sql/driver"
-	"errors"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
-	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -101,7 +97,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 		if l, err = c.leasePrimary(ctx, pl.topo, false); err != nil {
 			return pgxroute.Lease{}, err
 		}
-		if err := op.Run(pgxConnOf(l.p)); err != nil {
+		if err := op.Run(pgxConnOf(l.p.conn)); err != nil {
 			l.release(err)
 			return pgxroute.Lease{}, err
 		}
@@ -118,7 +114,7 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 	}
 	l, err = c.route(ctx, &pl, st, func(_ context.Context, p *physical) error {
 		p.note(cls)
-		return op.Run(pgxConnOf(p))
+		return op.Run(pgxConnOf(p.conn))
 	})
 	if err != nil {
 		return pgxroute.Lease{}, err
@@ -132,16 +128,12 @@ func guardable(k pgxroute.Kind) bool {
 	return k == pgxroute.Query || k == pgxroute.Batch || k == pgxroute.ReadOnlyTx
 }
 
-// pgxConnOf returns the pgx connection under a physical connection of
-// the pgx inner driver (the router is only handed out for it).
-func pgxConnOf(p *physical) *pgx.Conn { return p.conn.(*stdlib.Conn).Conn() }
-
 // pgxLease is the record of a lease handed to the pgx-native handle
 // (pgxroute.Borrow), with what its Done needs of the plan (done: the
-// rest of the plan is not kept). Each connection keeps one (physical.pgx)
-// and reuses it for every borrow, so that a read allocates no lease; gen
-// counts the borrows, and the handle's generation lets only its own
-// borrow's first Done through.
+// rest of the plan is not kept). Each connection keeps one (physical.pgx),
+// made by its first borrow and reused by every borrow after, so that a
+// read allocates no lease; gen counts the borrows, and the handle's
+// generation lets only its own borrow's first Done through.
 type pgxLease struct {
 	l     lease
 	done  planDone
@@ -153,13 +145,17 @@ type pgxLease struct {
 // newPgxLease records lease l, under plan pl, in its connection's
 // pgxLease and returns the handle on it.
 func newPgxLease(pl *plan, l lease, k pgxroute.Kind) pgxroute.Lease {
-	b := &l.p.pgx
+	b, _ := l.p.pgx.(*pgxLease)
+	if b == nil {
+		b = new(pgxLease)
+		l.p.pgx = b
+	}
 	b.l, b.done, b.wrote = l, pl.doneOf(), false
 	b.tx = k == pgxroute.Tx || k == pgxroute.ReadOnlyTx || k == pgxroute.TxBatch
 	return pgxroute.NewLease(b, b.gen.Add(1))
 }
 
-func (l *pgxLease) Conn() *pgx.Conn { return pgxConnOf(l.l.p) }
+func (l *pgxLease) Conn() *pgx.Conn { return pgxConnOf(l.l.p.conn) }
 func (l *pgxLease) Replica() bool   { return l.l.replica }
 
 func (l *pgxLease) Note(sql string) bool {
@@ -178,19 +174,6 @@ func (l *pgxLease) Wrote() {
 
 func (l *pgxLease) WriteFailed(err error) error { return l.l.c.writeFailed(l.l.p, err) }
 
-// notIdle returns errNotIdle for a connection that is busy or inside a
-// transaction, else err.
-func notIdle(p *physical, err error) error {
-	if pc := pgxConnOf(p); (err == nil || !sqlstate.ServerGone(err)) && (pc.IsClosed() || pc.PgConn().IsBusy() || pc.PgConn().TxStatus() != 'I') {
-		return errNotIdle
-	}
-	return err
-}
-
-// errNotIdle makes the pool close a connection given back busy or inside
-// a transaction, as pgxpool does: nobody else may inherit that state.
-var errNotIdle = errors.Join(driver.ErrBadConn, errors.New("pgreplica: connection given back busy or in a transaction"))
-
 func (l *pgxLease) Done(gen uint64, err error) {
 	if !l.gen.CompareAndSwap(gen, gen+1) {
 		return // ended already: the connection may be another's now
@@ -206,5 +189,5 @@ func (l *pgxLease) Done(gen uint64, err error) {
 		}
 	}
 	l.l.endCheckTx(&err) // before notIdle looks at the transaction status
-	l.l.release(notIdle(l.l.p, err))
+	l.l.release(notIdle(l.l.p.conn, err))
 }

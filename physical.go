@@ -47,18 +47,21 @@ type physical struct {
 	asyncCommit bool
 	// idle: counted in its pool's idle (given back, not lent since).
 	idle bool
-	// hedge is the connection's hedging state, once a read used it
-	// (atomic: the connector's hedgeWatch looks at it).
-	hedge atomic.Pointer[hedgeSlot]
+	// hedge is the connection's hedging state once a read used it: a
+	// *hedgeSlot (hedge.go), which the connection keeps for the router
+	// without knowing it (atomic: the connector's hedgeWatch looks at it).
+	hedge atomic.Value
 	// wire is what the router needs beyond database/sql's interfaces.
 	wire wire
 	// srv is the server the connection reached (server.go).
 	srv *server
 	// stmts are the inner statements kept prepared on it.
 	stmts keptstmt.Set
-	// pgx records the connection's borrow by the pgx-native handle
-	// (pgxdoor.go), reused from one borrow to the next.
-	pgx pgxLease
+	// pgx records the connection's borrow by the pgx-native handle: a
+	// *pgxLease (pgxdoor.go), made by its first such borrow and reused by
+	// the next, which the connection keeps for that door without knowing
+	// it.
+	pgx any
 
 	// socks are the sockets the inner driver dialed for this connection.
 	socks *sockpeek.Sockets

@@ -27,21 +27,22 @@ type Candidate struct {
 // Candidates are the replicas a read may use, all equally valid for its
 // consistency requirement. Len is at least 1 when a Picker is called.
 type Candidates struct {
-	t   *topology
-	set nodeSet
+	nodes candidateNodes
+	set   nodeSet
+}
+
+// candidateNodes is what Candidates read a replica's figures from: the
+// topology snapshot the read is routed on (topology.candidate). Only
+// At asks it, so the default policy, which needs only Len, never does.
+type candidateNodes interface {
+	candidate(i int) Candidate
 }
 
 // Len returns the number of candidates.
 func (c Candidates) Len() int { return c.set.len() }
 
 // At returns candidate i, 0 ≤ i < Len().
-func (c Candidates) At(i int) Candidate {
-	v := &c.t.nodes[c.set.nth(i)]
-	return Candidate{
-		Addr: v.n.name, Zone: v.n.host.Zone, LagTime: v.lag, LagBytes: v.lagBytes,
-		Replayed: LSN(v.n.replay.Load()), RTT: v.rtt, InFlight: v.n.inflight.Load(),
-	}
-}
+func (c Candidates) At(i int) Candidate { return c.nodes.candidate(c.set.nth(i)) }
 
 // Picker chooses the replica for one read. Pick returns an index in
 // [0, c.Len()); anything else means the first candidate. It runs on every

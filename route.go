@@ -26,7 +26,7 @@ import (
 // planFor reads the context's requirement and decides into pl (in place:
 // a plan is a few hundred bytes, copied on every return); the wait
 // deadline is set when a wait needs it (plan.waitDeadline).
-func (c *Connector) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) error {
+func (c *router) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) error {
 	t := c.topo.Load()
 	process := func() processLSNs { return snapshotOf(c.marksOf(t)) }
 	if err := pl.decide(t, cls, requirementFrom(ctx), &c.settings, process, time.Time{}, time.Time{}); err != nil {
@@ -45,7 +45,7 @@ func (c *Connector) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) 
 // (inflight.go), which goes back to acquire's decision when it did not
 // run. A read that failed before returning anything is sent again where
 // it can succeed (retry, below). A write is never sent twice.
-func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(ctx context.Context, p *physical) error) (lease, error) {
+func (c *router) route(ctx context.Context, pl *plan, st *statement, op func(ctx context.Context, p *physical) error) (lease, error) {
 	c.avoidConflicts(pl, st.query)
 	inFlight := st.guard != nil || st.inFlight
 	var step acquireStep
@@ -105,7 +105,7 @@ func (c *Connector) route(ctx context.Context, pl *plan, st *statement, op func(
 // watch armed, st's args converted for l's driver, and for a session's
 // read on the primary, the primary made to show what the session's last
 // replica read saw (visibility.go). It gives l back when it fails.
-func (c *Connector) readyToRun(ctx context.Context, pl *plan, l *lease, st *statement) error {
+func (c *router) readyToRun(ctx context.Context, pl *plan, l *lease, st *statement) error {
 	c.watchStatement(ctx, l)
 	if err := inner.ConvertArgs(l.p.conn, st.args); err != nil {
 		l.release(nil)
@@ -122,7 +122,7 @@ func (c *Connector) readyToRun(ctx context.Context, pl *plan, l *lease, st *stat
 
 // noteServed counts a read by where it ran and, for a replica read of a
 // session, raises the session to what the replica was known to have.
-func (c *Connector) noteServed(ctx context.Context, pl *plan, l *lease) {
+func (c *router) noteServed(ctx context.Context, pl *plan, l *lease) {
 	if !pl.read {
 		return
 	}
@@ -144,7 +144,7 @@ func (c *Connector) noteServed(ctx context.Context, pl *plan, l *lease) {
 // of a session leaves what bounds the session's next read. A statement's
 // snapshot was taken before its answer came, so the read ended, for the
 // bound, when it was answered.
-func (c *Connector) finish(pl *plan, l *lease) {
+func (c *router) finish(pl *plan, l *lease) {
 	switch {
 	case pl.capture:
 		c.wrote(pl, l.p, false)
@@ -157,14 +157,14 @@ func (c *Connector) finish(pl *plan, l *lease) {
 // a read on l that ended at end (zero: now; a transaction's ends when it
 // does), nothing to do without a session: the replica and when the read
 // ran (see plan.affinity), or a ticket for a read on the primary.
-func (c *Connector) boundRead(pl *plan, l *lease, end monoclock.Time) {
+func (c *router) boundRead(pl *plan, l *lease, end monoclock.Time) {
 	switch {
 	case pl.session == nil:
 	case l.replica:
 		if end == 0 {
 			end = monoclock.Now()
 		}
-		pl.session.noteReplicaRead(pl.topo.sysid, c, c.marksOf(pl.topo), l.p.node, l.p.servedBy(), l.start, end)
+		pl.session.noteReplicaRead(pl.topo.sysid, &c.marks, c.marksOf(pl.topo), l.p.node, l.p.servedBy(), l.start, end)
 	default:
 		c.readOnPrimary(pl, l.p)
 	}
@@ -174,7 +174,7 @@ func (c *Connector) boundRead(pl *plan, l *lease, end monoclock.Time) {
 // transaction" was demoted, a lost connection may mean failover; both wake
 // the monitor at once. A write whose connection broke after it was sent
 // has an unknown outcome and is never retried.
-func (c *Connector) writeFailed(p *physical, err error) error {
+func (c *router) writeFailed(p *physical, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -216,7 +216,7 @@ func (c *Connector) writeFailed(p *physical, err error) error {
 //
 // query is the client's statement text, "" for a batch or a transaction
 // (those are not remembered, nor sent again as writes).
-func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, query string) bool {
+func (c *router) retry(ctx context.Context, pl *plan, l *lease, err error, query string) bool {
 	if ctx.Err() != nil || !pl.read {
 		return false
 	}
@@ -274,7 +274,7 @@ func (c *Connector) retry(ctx context.Context, pl *plan, l *lease, err error, qu
 // replay on the replicas lately straight to the primary, as a fallback
 // read, when its requirement allows one. Most applications never have
 // such a statement: then this is one atomic load.
-func (c *Connector) avoidConflicts(pl *plan, query string) {
+func (c *router) avoidConflicts(pl *plan, query string) {
 	if !pl.read || pl.onPrimary || pl.conflicted || query == "" || pl.fallback == FallbackError || !c.conflicting.Has(query) {
 		return
 	}

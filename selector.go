@@ -13,7 +13,7 @@ package pgreplica
 
 // choose picks a node of set with the connector's Picker, which is not
 // read when there is one candidate (it is a cache line away).
-func (c *Connector) choose(t *topology, set nodeSet) int {
+func (c *router) choose(t *topology, set nodeSet) int {
 	if set&(set-1) == 0 {
 		return set.nth(0)
 	}
@@ -22,7 +22,7 @@ func (c *Connector) choose(t *topology, set nodeSet) int {
 
 // pick applies p to the set and returns a node index.
 func pick(p Picker, t *topology, set nodeSet) int {
-	c := Candidates{t: t, set: set}
+	c := Candidates{nodes: t, set: set}
 	k := p.Pick(c)
 	if k < 0 || k >= set.len() {
 		k = 0

@@ -192,7 +192,7 @@ func TestPickers(t *testing.T) {
 	counting := PickerFunc(func(Candidates) int { asked++; return 0 })
 	var one nodeSet
 	one.add(2)
-	if got := (&Connector{picker: counting}).choose(top, one); got != 2 || asked != 0 {
+	if got := (&router{picker: counting}).choose(top, one); got != 2 || asked != 0 {
 		t.Errorf("one candidate: picked %d after asking the picker %d times, want 2 without asking", got, asked)
 	}
 }

@@ -153,21 +153,6 @@ func (s *servers) snapshot() []ServerStatus {
 	return out
 }
 
-// ServerStatus is one server behind a configured host that is an
-// endpoint (NodeStatus.Servers): as its connections and probes saw it.
-type ServerStatus struct {
-	// Addr is host:port as the server sees itself (inet_server_addr(),
-	// inet_server_port()), or "local socket".
-	Addr string
-	Port int
-	// StartedAt is pg_postmaster_start_time(): a new value is a restart.
-	StartedAt time.Time
-	// Replayed is the highest replay position known for it.
-	Replayed LSN
-	// LastSeen is when a connection or probe last reached it.
-	LastSeen time.Time
-}
-
 // learnServer asks the new connection p which server it reached and
 // records it on p and its node (one round trip per connection, when it is
 // made).

@@ -94,9 +94,10 @@ type sessionPos struct {
 	pending, pendingWrite atomic.Uint64
 	pendingWriteAt        atomic.Int64 // unix ns
 	marks                 atomic.Pointer[clusterMarks]
-	// via is the connector of the session's last operation on the
-	// cluster: it reads pending positions for Token and Snapshot.
-	via atomic.Pointer[Connector]
+	// via is the marks of the connector of the session's last operation
+	// on the cluster: their capturer reads pending positions for Token
+	// and Snapshot.
+	via atomic.Pointer[handleMarks]
 	// lastNode is the replica of the session's last replica read on this
 	// cluster, which ran from lastStart to lastEnd (on the router's clock,
 	// internal/monoclock): until a position read after it is folded into
@@ -150,17 +151,17 @@ func (p *sessionPos) resolvePending() {
 	if t == 0 && last == nil {
 		return
 	}
-	m, c := p.marks.Load(), p.via.Load()
-	if m == nil || c == nil {
+	m, h := p.marks.Load(), p.via.Load()
+	if m == nil || h == nil {
 		p.raise(unreachableLSN, 0)
 		return
 	}
 	if last != nil {
 		t = max(t, m.Issue(false, false, false)) // issued after the read ended
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ConnectTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), h.captureTimeout)
 	defer cancel()
-	if err := m.Resolve(ctx, c.capturing(), t); err != nil {
+	if err := m.Resolve(ctx, h.capturer, t); err != nil {
 		p.raise(unreachableLSN, 0)
 		return
 	}
@@ -174,7 +175,7 @@ func (p *sessionPos) resolvePending() {
 // noteReplicaRead records a read of the session on replica n of cluster
 // sysid, from start to end. Successive reads of a session record in
 // order; concurrent reads of one session are not ordered anyway.
-func (s *Session) noteReplicaRead(sysid uint64, c *Connector, m *clusterMarks, n *node, srv *server, start, end monoclock.Time) {
+func (s *Session) noteReplicaRead(sysid uint64, c *handleMarks, m *clusterMarks, n *node, srv *server, start, end monoclock.Time) {
 	if s == nil || sysid == 0 {
 		return
 	}
@@ -254,7 +255,7 @@ func (s *Session) lastRead(sysid uint64) (n *node, srv *server, start, end monoc
 // be lost: past the bound it overflows the session, and it counts in
 // WriteCount) or a read on the primary (which serves monotonic reads only
 // and is dropped past the bound).
-func (s *Session) notePending(sysid uint64, timeline uint32, c *Connector, m *clusterMarks, ticket uint64, write bool) {
+func (s *Session) notePending(sysid uint64, timeline uint32, c *handleMarks, m *clusterMarks, ticket uint64, write bool) {
 	if s == nil {
 		return
 	}
@@ -583,4 +584,11 @@ func (s *Session) merge(t Token, sysid uint64) error {
 		s.overflow.Store(true)
 	}
 	return nil
+}
+
+// SessionToken returns the text form of the session's current watermark,
+// encoded (signed, with an expiry) as Encode does. A nil session gives the
+// token of the zero LSN.
+func (c TokenCodec) SessionToken(s *Session) string {
+	return c.Encode(s.Snapshot())
 }

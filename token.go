@@ -413,13 +413,6 @@ func (c TokenCodec) Decode(s string) (Token, error) {
 	return t, err
 }
 
-// SessionToken returns the text form of the session's current watermark,
-// encoded (signed, with an expiry) as Encode does. A nil session gives the
-// token of the zero LSN.
-func (c TokenCodec) SessionToken(s *Session) string {
-	return c.Encode(s.Snapshot())
-}
-
 // encodeToken builds the text form; key may be empty (unsigned). It
 // encodes t's positions as tokenwire's Fields.Add normalises them, so
 // that every Token encodes to a string that decodes.

@@ -333,3 +333,12 @@ const (
 	rejectPooledTx               // a transaction that needs a position, behind a pooler (replaycheck.go)
 	rejectUnchecked              // a read that cannot check its connection (a hedge), on an endpoint or behind a pooler
 )
+
+// candidate returns node i as a Picker sees it (Candidates.At).
+func (t *topology) candidate(i int) Candidate {
+	v := &t.nodes[i]
+	return Candidate{
+		Addr: v.n.name, Zone: v.n.host.Zone, LagTime: v.lag, LagBytes: v.lagBytes,
+		Replayed: LSN(v.n.replay.Load()), RTT: v.rtt, InFlight: v.n.inflight.Load(),
+	}
+}

@@ -37,7 +37,7 @@ type primaryNow struct {
 // primaryPosition returns the primary's insert position, read after the
 // call began (the insert position: a commit made with synchronous_commit
 // off is visible before it is flushed).
-func (c *Connector) primaryPosition(ctx context.Context) (LSN, error) {
+func (c *router) primaryPosition(ctx context.Context) (LSN, error) {
 	pn := &c.now
 	pn.mu.Lock()
 	pn.asked++
@@ -76,7 +76,7 @@ func (c *Connector) primaryPosition(ctx context.Context) (LSN, error) {
 // known to have written: its last probe, the process's captures, the last
 // primaryPosition. A position at or below it needs no statement to be
 // proven written.
-func (c *Connector) knownWritten(t *topology) LSN {
+func (c *router) knownWritten(t *topology) LSN {
 	known := max(LSN(c.marksOf(t).All()), LSN(c.now.lsn.Load()))
 	if pv := t.primaryNode(); pv != nil {
 		known = max(known, pv.status.lsn)
@@ -89,7 +89,7 @@ func (c *Connector) knownWritten(t *topology) LSN {
 // otherwise). A position that cannot be read (no primary during a
 // failover) counts as written: nothing proves the contrary, and the read
 // then goes the way it went before. The error is ctx's.
-func (c *Connector) written(ctx context.Context, t *topology, lsn LSN) (bool, LSN, error) {
+func (c *router) written(ctx context.Context, t *topology, lsn LSN) (bool, LSN, error) {
 	if lsn <= c.knownWritten(t) {
 		return true, 0, nil
 	}
@@ -108,7 +108,7 @@ func (c *Connector) written(ctx context.Context, t *topology, lsn LSN) (bool, LS
 // whatever its token claimed: it is never waited on, and never falls
 // back over it. It reports whether it lowered pl.need (pl.fresh is then
 // recomputed). The primary's position is read within the wait budget.
-func (c *Connector) lowerUnwritten(ctx context.Context, pl *plan) (bool, error) {
+func (c *router) lowerUnwritten(ctx context.Context, pl *plan) (bool, error) {
 	if pl.need == 0 || pl.need <= c.knownWritten(pl.topo) {
 		return false, nil
 	}

@@ -38,7 +38,7 @@ import (
 // primaryShowsSession makes a session read on the primary connection p see
 // at least what the session's last replica read saw (see above). Most
 // primary reads need no check.
-func (c *Connector) primaryShowsSession(ctx context.Context, pl *plan, p *physical) error {
+func (c *router) primaryShowsSession(ctx context.Context, pl *plan, p *physical) error {
 	sysid := pl.topo.sysid
 	shownBy, srv, gen, ok := pl.session.primaryMayHide(sysid)
 	if !ok {
@@ -57,7 +57,7 @@ func (c *Connector) primaryShowsSession(ctx context.Context, pl *plan, p *physic
 // that server srv of replica n shows as committed, until ctx ends or,
 // without a deadline, for ConnectTimeout. A replica that cannot be asked
 // (down, or restarted) shows nothing the check could wait for.
-func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node, srv *server) error {
+func (c *router) awaitPrimaryShows(ctx context.Context, p *physical, n *node, srv *server) error {
 	start := time.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -101,7 +101,7 @@ func (c *Connector) awaitPrimaryShows(ctx context.Context, p *physical, n *node,
 // server srv of replica n shows as committed. Behind an endpoint the
 // question goes to that very server: another one behind the address may
 // not have replayed what the read saw there.
-func (c *Connector) replicaShows(ctx context.Context, n *node, srv *server, xids string) (int64, error) {
+func (c *router) replicaShows(ctx context.Context, n *node, srv *server, xids string) (int64, error) {
 	res, err := c.acquireOnServer(ctx, n, srv)
 	if err != nil || res == nil {
 		return 0, err
@@ -119,7 +119,7 @@ func (c *Connector) replicaShows(ctx context.Context, n *node, srv *server, xids
 // known (behind a pooler). On an endpoint it takes more connections while
 // those it gets reach other servers, a few at most (serverTries); nil
 // when none reached srv (it went away, or restarted).
-func (c *Connector) acquireOnServer(ctx context.Context, n *node, srv *server) (*puddle.Resource[*physical], error) {
+func (c *router) acquireOnServer(ctx context.Context, n *node, srv *server) (*puddle.Resource[*physical], error) {
 	if srv == nil || !n.endpoint.Load() {
 		return n.pool.acquire(ctx)
 	}

@@ -40,7 +40,7 @@ func TestFutileWaitPrediction(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Connector{}
+			c := &router{}
 			c.primaryLSNs.Add(now.Add(-2*time.Second), 1000)
 			c.primaryLSNs.Add(now.Add(-tc.passedAt), 2000)
 			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
@@ -76,7 +76,7 @@ func TestFutileWithAPausedReplica(t *testing.T) {
 		{"the other is an endpoint: its probe's delay is one server's", -1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Connector{}
+			c := &router{}
 			c.primaryLSNs.Add(now, 2000)
 			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
 			top.nodes[1].status.paused = true

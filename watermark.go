@@ -36,6 +36,9 @@ type handleMarks struct {
 	// captures through it (marks.Cluster.CapturerFor); they keep its
 	// address (Wrote, Offer).
 	capturer marks.Capturer
+	// captureTimeout bounds a capture that no caller's context bounds (a
+	// session's pending positions, Session.Token): Config.ConnectTimeout.
+	captureTimeout time.Duration
 	// startMarked is set once the primary's position at start-up raised
 	// the process watermarks (markStart).
 	startMarked atomic.Bool
@@ -93,19 +96,6 @@ func snapshotOf(m *clusterMarks) processLSNs {
 		p.writeAt = time.Unix(0, s.WriteAt)
 	}
 	return p
-}
-
-// atomicMax raises a to v if v is higher and reports whether it did.
-func atomicMax(a *atomic.Uint64, v uint64) bool {
-	for {
-		cur := a.Load()
-		if v <= cur {
-			return false
-		}
-		if a.CompareAndSwap(cur, v) {
-			return true
-		}
-	}
 }
 
 // reachableLSN maps an insert position just past a WAL page header back

@@ -5,7 +5,6 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"net"
-	"strings"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -106,24 +105,4 @@ func newWire(c driver.Conn) wire {
 func queryLSN(ctx context.Context, c driver.Conn, query string) (LSN, error) {
 	lsn, err := inner.QueryLSN(ctx, c, query)
 	return LSN(lsn), err
-}
-
-// isName reports whether a configured address is a host name to look up
-// (not an IP address nor a Unix socket directory).
-func isName(addr string) bool {
-	return addr != "" && !strings.HasPrefix(addr, "/") && net.ParseIP(addr) == nil
-}
-
-// pinnedAddr is the address to dial for a node pinned to pin (an IP, or
-// an "ip:port" a resolver gave) when the inner driver asks for address
-// ("host:port").
-func pinnedAddr(pin, address string) string {
-	if _, _, err := net.SplitHostPort(pin); err == nil {
-		return pin
-	}
-	_, port, err := net.SplitHostPort(address)
-	if err != nil {
-		return address
-	}
-	return net.JoinHostPort(pin, port)
 }

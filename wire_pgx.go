@@ -15,6 +15,7 @@ import (
 	"github.com/pgreplica/pgreplica/internal/pgxflight"
 	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/sockpeek"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // pgx: its connector (pgx's stdlib, dialing through pgx's own function
@@ -200,3 +201,21 @@ func connConfigFor(base, server *pgx.ConnConfig) *pgx.ConnConfig {
 	}
 	return cc
 }
+
+// pgxConnOf returns the pgx connection under a connection of the pgx
+// inner driver (the pgx-native handle's router is only handed out for
+// it).
+func pgxConnOf(conn driver.Conn) *pgx.Conn { return conn.(*stdlib.Conn).Conn() }
+
+// notIdle returns errNotIdle for a connection that is busy or inside a
+// transaction, else err.
+func notIdle(conn driver.Conn, err error) error {
+	if pc := pgxConnOf(conn); (err == nil || !sqlstate.ServerGone(err)) && (pc.IsClosed() || pc.PgConn().IsBusy() || pc.PgConn().TxStatus() != 'I') {
+		return errNotIdle
+	}
+	return err
+}
+
+// errNotIdle makes the pool close a connection given back busy or inside
+// a transaction, as pgxpool does: nobody else may inherit that state.
+var errNotIdle = errors.Join(driver.ErrBadConn, errors.New("pgreplica: connection given back busy or in a transaction"))
