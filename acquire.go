@@ -41,21 +41,21 @@ const (
 // the position its check must find replayed (never 0: such a read needs
 // a position); 0 for a read run as it is. step is where the decision
 // stands (see acquireStep), which acquire moves on.
-func (c *router) acquire(ctx context.Context, pl *plan, inFlight bool, step *acquireStep) (l lease, check LSN, err error) {
+func (r *router) acquire(ctx context.Context, pl *plan, inFlight bool, step *acquireStep) (l lease, check LSN, err error) {
 	if pl.onPrimary {
-		l, err = c.leasePrimary(ctx, pl.topo, false)
+		l, err = r.leasePrimary(ctx, pl.topo, false)
 		return l, 0, err
 	}
 	if pl.conflicted {
 		// The replicas replay what cancelled it: the primary serves it.
-		c.metrics.noteFallback(ReasonConflict, pl.tokened(), false)
-		l, err = c.fallBack(ctx, pl, errConflicts)
+		r.metrics.noteFallback(ReasonConflict, pl.tokened(), false)
+		l, err = r.fallBack(ctx, pl, errConflicts)
 		return l, 0, err
 	}
 	switch *step {
 	case stepStart:
 		if pl.pending != 0 {
-			if l, ok, err := c.readAfterWrite(ctx, pl, inFlight); ok || err != nil {
+			if l, ok, err := r.readAfterWrite(ctx, pl, inFlight); ok || err != nil {
 				return l, 0, err
 			}
 			if !pl.at.IsZero() {
@@ -64,14 +64,14 @@ func (c *router) acquire(ctx context.Context, pl *plan, inFlight bool, step *acq
 		}
 		*step = stepSettle
 		if inFlight && pl.unproven() {
-			if l, check, err := c.leaseInFlight(ctx, pl); check != 0 || err != nil {
+			if l, check, err := r.leaseInFlight(ctx, pl); check != 0 || err != nil {
 				return l, check, err
 			}
 		}
 		fallthrough
 	case stepSettle:
 		if pl.later != nil {
-			if err := c.settleLater(ctx, pl); err != nil {
+			if err := r.settleLater(ctx, pl); err != nil {
 				return lease{}, 0, err
 			}
 		}
@@ -81,15 +81,15 @@ func (c *router) acquire(ctx context.Context, pl *plan, inFlight bool, step *acq
 			// the write's WAL on its way): one more flight, which costs a
 			// round trip as a primary read would, before the primary or a
 			// wait.
-			if l, check, err := c.leaseInFlight(ctx, pl); check != 0 || err != nil {
+			if l, check, err := r.leaseInFlight(ctx, pl); check != 0 || err != nil {
 				return l, check, err
 			}
 		}
 	}
 	first := pl.tried == 0
-	l, err = c.leaseReplica(ctx, pl)
+	l, err = r.leaseReplica(ctx, pl)
 	if first {
-		c.noteTokenedRead(pl)
+		r.noteTokenedRead(pl)
 	}
 	if err == nil {
 		return l, 0, nil
@@ -98,12 +98,12 @@ func (c *router) acquire(ctx context.Context, pl *plan, inFlight bool, step *acq
 		return lease{}, 0, withContextErr(ctx, err)
 	}
 	if nf := (*NoFreshReplicaError)(nil); errors.As(err, &nf) {
-		c.metrics.noteFallback(nf.Reason, pl.tokened(), pl.fallback == FallbackError)
+		r.metrics.noteFallback(nf.Reason, pl.tokened(), pl.fallback == FallbackError)
 	}
 	if pl.fallback == FallbackError {
 		return lease{}, 0, err
 	}
-	l, err = c.fallBack(ctx, pl, err)
+	l, err = r.fallBack(ctx, pl, err)
 	return l, 0, err
 }
 
@@ -111,10 +111,10 @@ func (c *router) acquire(ctx context.Context, pl *plan, inFlight bool, step *acq
 // long it waited for a replica: once it first asked for a replica that
 // satisfies it (leaseReplica, whether one did or it fell back), or, for
 // a read in flight, once it ran.
-func (c *router) noteTokenedRead(pl *plan) {
+func (r *router) noteTokenedRead(pl *plan) {
 	if pl.tokened() {
-		c.metrics.tokenedReads.Add(1)
-		c.metrics.wait.Observe(pl.waited())
+		r.metrics.tokenedReads.Add(1)
+		r.metrics.wait.Observe(pl.waited())
 	}
 }
 
@@ -122,12 +122,12 @@ func (c *router) noteTokenedRead(pl *plan) {
 // One whose cached replay position proves it costs no extra round trip;
 // otherwise the read waits for one (awaitReplica). A replica that refuses
 // connections is left out and the next one tried.
-func (c *router) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
+func (r *router) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 	if pl.prefer != nil {
-		if l, ok := c.leaseAffine(ctx, pl, true); ok {
+		if l, ok := r.leaseAffine(ctx, pl, true); ok {
 			return l, nil
 		}
-		if err := c.boundLastRead(ctx, pl); err != nil {
+		if err := r.boundLastRead(ctx, pl); err != nil {
 			return lease{}, err
 		}
 	}
@@ -138,34 +138,34 @@ func (c *router) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 	pl.slow = 0
 	patient := false // only replicas slow to give a connection are left
 	for set := pl.fresh.without(pl.tried); set != 0; set = pl.nextReplicas(&patient) {
-		i := c.choose(pl.topo, set)
+		i := r.choose(pl.topo, set)
 		n := pl.topo.nodes[i].n
 		var res *puddle.Resource[*physical]
 		var err error
 		if patient {
-			res, err = c.awaitReplicaConn(ctx, pl, n)
+			res, err = r.awaitReplicaConn(ctx, pl, n)
 		} else {
-			res, err = c.acquireReplica(ctx, n, set.len() > 1)
+			res, err = r.acquireReplica(ctx, n, set.len() > 1)
 		}
-		if need := c.needOn(pl, n); err == nil && need > 0 {
+		if need := r.needOn(pl, n); err == nil && need > 0 {
 			// Chosen by what all its servers are known to have, and by the
 			// lag of the one its probe reached: this connection may reach
 			// another.
-			ok, inTx, err := c.provenOn(ctx, res.Value(), need)
+			ok, inTx, err := r.provenOn(ctx, res.Value(), need)
 			if !ok {
 				if inTx {
-					err = endCheckTx(res.Value(), c.cfg.ProbeTimeout)
+					err = endCheckTx(res.Value(), r.cfg.ProbeTimeout)
 				}
 				n.pool.release(res, err)
 				pl.tried.add(i)
 				continue
 			}
-			l := c.newLease(res, true, false)
+			l := r.newLease(res, true, false)
 			l.inTx = inTx
 			return l, nil
 		}
 		if err == nil {
-			return c.newLease(res, true, false), nil
+			return r.newLease(res, true, false), nil
 		}
 		if ctx.Err() != nil {
 			return lease{}, withContextErr(ctx, err)
@@ -179,21 +179,21 @@ func (c *router) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 	}
 	if pl.need > 0 {
 		if pl.flightsBehind > 0 {
-			if l, ok := c.recentWriteOnPrimary(ctx, pl); ok {
+			if l, ok := r.recentWriteOnPrimary(ctx, pl); ok {
 				return l, nil // the replica predicted to have it did not: not waited for
 			}
 		}
-		if lowered, err := c.lowerUnwritten(ctx, pl); err != nil {
+		if lowered, err := r.lowerUnwritten(ctx, pl); err != nil {
 			return lease{}, err
 		} else if lowered {
-			return c.leaseReplica(ctx, pl) // once: the position is now written
+			return r.leaseReplica(ctx, pl) // once: the position is now written
 		}
-		if futile, paused := c.futile(ctx, pl); futile {
+		if futile, paused := r.futile(ctx, pl); futile {
 			if paused {
 				// A paused replica may have resumed since its probe: one
 				// look, no wait.
 				wctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
-				l, ok := c.checkReplicas(wctx, pl, nil)
+				l, ok := r.checkReplicas(wctx, pl, nil)
 				cancel()
 				if ok {
 					return l, nil
@@ -201,18 +201,18 @@ func (c *router) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 			}
 			return lease{}, futileWaitError(ctx, pl)
 		}
-		return c.awaitReplica(ctx, pl)
+		return r.awaitReplica(ctx, pl)
 	}
 	if pl.fallback == FallbackStale {
 		// Accept a replica beyond the lag bounds rather than load the
 		// primary.
 		stale := *pl
-		stale.maxLag, stale.maxLagBytes = c.cfg.StaleFallbackLag, 0
+		stale.maxLag, stale.maxLagBytes = r.cfg.StaleFallbackLag, 0
 		if set := stale.replicas(false); set != 0 {
-			i := c.choose(pl.topo, set)
+			i := r.choose(pl.topo, set)
 			if res, err := pl.topo.nodes[i].n.pool.acquire(ctx); err == nil {
-				c.metrics.staleReads.Add(1)
-				return c.newLease(res, true, false), nil
+				r.metrics.staleReads.Add(1)
+				return r.newLease(res, true, false), nil
 			}
 		}
 	}
@@ -241,7 +241,7 @@ func (pl *plan) nextReplicas(patient *bool) nodeSet {
 // awaitReplicaConn borrows a connection to replica n for as long as the
 // read may wait for a replica (the wait budget within ctx): n was only
 // slow to give one, and no other replica can.
-func (c *router) awaitReplicaConn(ctx context.Context, pl *plan, n *node) (*puddle.Resource[*physical], error) {
+func (r *router) awaitReplicaConn(ctx context.Context, pl *plan, n *node) (*puddle.Resource[*physical], error) {
 	wctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
 	defer cancel()
 	res, err := n.pool.acquire(wctx)
@@ -256,13 +256,13 @@ func (c *router) awaitReplicaConn(ctx context.Context, pl *plan, n *node) (*pudd
 // position of that replica read after it (on a connection open since
 // before it), else of the primary read after it, from the snapshot;
 // else a capture of the primary's position now (one statement, shared).
-func (c *router) boundLastRead(ctx context.Context, pl *plan) error {
+func (r *router) boundLastRead(ctx context.Context, pl *plan) error {
 	bound, ok := pl.lastReadBound, pl.lastReadBoundKnown
 	if !ok {
-		m := c.marksOf(pl.topo)
+		m := r.marksOf(pl.topo)
 		t := m.Issue(false, false, false)
 		rctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
-		err := m.Resolve(rctx, c.capturing(), t)
+		err := m.Resolve(rctx, r.capturing(), t)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -287,18 +287,18 @@ var errConflicts = errors.New("replay conflicts cancelled the read on the replic
 
 // fallBack serves a read on the primary, which no replica could serve
 // (why), within the bound on concurrent fallbacks.
-func (c *router) fallBack(ctx context.Context, pl *plan, why error) (lease, error) {
-	c.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", why)
-	c.metrics.fallbackReads.Add(1)
-	if err := c.fallbacks.take(ctx); err != nil {
+func (r *router) fallBack(ctx context.Context, pl *plan, why error) (lease, error) {
+	r.log.DebugContext(ctx, "pgreplica: read falls back to the primary", "err", why)
+	r.metrics.fallbackReads.Add(1)
+	if err := r.fallbacks.take(ctx); err != nil {
 		if fl := (*fallbackLimitError)(nil); errors.As(err, &fl) {
 			fl.why = why
 		}
 		return lease{}, err
 	}
-	l, err := c.leasePrimary(ctx, c.topo.Load(), true) // the latest primary
+	l, err := r.leasePrimary(ctx, r.topo.Load(), true) // the latest primary
 	if err != nil {
-		c.fallbacks.release()
+		r.fallbacks.release()
 		if errors.Is(err, ErrNoPrimary) {
 			// Say why the replicas could not serve it either.
 			err = fmt.Errorf("%w, and no primary to fall back to: %w", why, err)

@@ -24,15 +24,15 @@ import (
 // marksOf returns the process watermarks of t's cluster: the ones the
 // topology was published with (one pointer away from the topology every
 // statement reads), or marksFor's for a topology never published.
-func (c *router) marksOf(t *topology) *clusterMarks {
+func (r *router) marksOf(t *topology) *clusterMarks {
 	if t.marks != nil {
 		return t.marks
 	}
-	return c.marksFor(t.sysid)
+	return r.marksFor(t.sysid)
 }
 
 // marksFor returns the connector's marks of cluster sysid (handleMarks.marksFor).
-func (c *router) marksFor(sysid uint64) *clusterMarks { return c.marks.marksFor(sysid) }
+func (r *router) marksFor(sysid uint64) *clusterMarks { return r.marks.marksFor(sysid) }
 
 // wrote records a write that committed under pl: it takes a ticket (see
 // internal/marks) and hands it to the plan's session as a pending position.
@@ -41,15 +41,15 @@ func (c *router) marksFor(sysid uint64) *clusterMarks { return c.marks.marksFor(
 // token or the monitor's next probe of the primary needs or covers it;
 // in a process that uses Sessions, also by a capture in the background
 // (sessionsBegin).
-func (c *router) wrote(pl *plan, p *physical, async bool) {
-	m := c.marksOf(pl.topo)
+func (r *router) wrote(pl *plan, p *physical, async bool) {
+	m := r.marksOf(pl.topo)
 	t := m.Issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
-	if me := &c.marks.capturer; m.Writer() != me {
+	if me := &r.marks.capturer; m.Writer() != me {
 		m.Wrote(me) // the latest writer can read its position
 	}
-	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, &c.marks, m, t, true)
+	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, &r.marks, m, t, true)
 	if pl.session != nil || m.Sessions() {
-		c.captureSoon(m)
+		r.captureSoon(m)
 	}
 }
 
@@ -59,14 +59,14 @@ func (c *router) wrote(pl *plan, p *physical, async bool) {
 // before they are flushed). Without it the session could next read a
 // replica that has its watermark but not what the primary showed, and see
 // the row go back in time.
-func (c *router) readOnPrimary(pl *plan, p *physical) {
+func (r *router) readOnPrimary(pl *plan, p *physical) {
 	if pl.session == nil {
 		return
 	}
-	m := c.marksOf(pl.topo)
+	m := r.marksOf(pl.topo)
 	t := m.Issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
-	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, &c.marks, m, t, false)
-	c.captureSoon(m)
+	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, &r.marks, m, t, false)
+	r.captureSoon(m)
 }
 
 // sessionsBegin runs before every statement with a Session. The first on
@@ -76,14 +76,14 @@ func (c *router) readOnPrimary(pl *plan, p *physical) {
 // see) would rise past them: each session's reads would wait for the
 // others' writes on a lagging replica, or fall back. What such writes left
 // pending is read now, before the session's statement runs.
-func (c *router) sessionsBegin(ctx context.Context, pl *plan) error {
-	m := c.marksOf(pl.topo)
+func (r *router) sessionsBegin(ctx context.Context, pl *plan) error {
+	m := r.marksOf(pl.topo)
 	if !m.BeginSessions() {
 		return nil
 	}
 	if s := m.PendingShared(); s != 0 {
 		start := time.Now()
-		if err := m.Resolve(ctx, c.capturing(), s); err != nil && ctx.Err() != nil {
+		if err := m.Resolve(ctx, r.capturing(), s); err != nil && ctx.Err() != nil {
 			return waitEnded(ctx, "the position of the writes made without a Session", start)
 		} // else still pending: read when needed
 	}
@@ -104,13 +104,13 @@ func (p *physical) mayCommitAsync(t *topology, cls stmtclass.Class) bool {
 	return true // a node the topology no longer has (resolve.go): assume the worst
 }
 
-// capturing is the connector as the marks' capturer (marks.Capturer):
+// capturing is the router as the marks' capturer (marks.Capturer):
 // the marks run their captures through it, and it counts those it
-// resolved (metrics). A conversion, not a copy: the same connector.
+// resolved (metrics). A conversion, not a copy: the same router.
 type capturing router
 
-// capturing returns c as the marks' capturer.
-func (c *router) capturing() *capturing { return (*capturing)(c) }
+// capturing returns r as the marks' capturer.
+func (r *router) capturing() *capturing { return (*capturing)(r) }
 
 // Capture reads the primary's position (readPrimaryLSN).
 func (cp *capturing) Capture(ctx context.Context, insert bool) (uint64, error) {
@@ -127,11 +127,11 @@ func (cp *capturing) Closed() bool { return cp.closed.Load() }
 // Captured counts a capture run for one of the connector's resolves.
 func (cp *capturing) Captured() { cp.metrics.lsnCaptures.Add(1) }
 
-// capturerFor returns the connector a capture for c runs on
-// (marks.Cluster.CapturerFor): c, or, while c knows no primary, the
+// capturerFor returns the router a capture for r runs on
+// (marks.Cluster.CapturerFor): r, or, while r knows no primary, the
 // process's latest writer on the cluster.
-func (c *router) capturerFor(m *clusterMarks) *router {
-	return (*router)(m.CapturerFor(c.capturing()).(*capturing))
+func (r *router) capturerFor(m *clusterMarks) *router {
+	return (*router)(m.CapturerFor(r.capturing()).(*capturing))
 }
 
 // readPrimaryLSN reads the primary's flush position (the insert position
@@ -141,30 +141,30 @@ func (c *router) capturerFor(m *clusterMarks) *router {
 // primary no connection of their own. Only while there is no probe
 // connection (before the first probe, after a failed one) does a capture
 // open a connection, for itself and for that once.
-func (c *router) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
-	if c.cfg.Pgx != nil {
+func (r *router) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
+	if r.cfg.Pgx != nil {
 		ctx = pgxtrace.Own(ctx) // the monitor's statement: see PgxHooks
 	}
-	t := c.topo.Load()
+	t := r.topo.Load()
 	pv := t.primaryNode()
 	if pv == nil {
 		return 0, t.writeErr
 	}
-	lsn, at, err := pv.n.prober.queryLSN(ctx, lsnSQL(async), c.cfg.ProbeTimeout)
+	lsn, at, err := pv.n.prober.queryLSN(ctx, lsnSQL(async), r.cfg.ProbeTimeout)
 	if err == nil && !async {
 		// The flush position, as a probe reads it: a sample of the lag
 		// tracker (the probe it may stand in for would have added one).
-		c.primaryLSNs.Add(at, uint64(lsn))
+		r.primaryLSNs.Add(at, uint64(lsn))
 	}
 	if !errors.Is(err, errNoProbeConn) {
 		return lsn, err
 	}
-	c.capture.connMu.Lock()
-	defer c.capture.connMu.Unlock()
-	if c.capture.closed {
+	r.capture.connMu.Lock()
+	defer r.capture.connMu.Unlock()
+	if r.capture.closed {
 		return 0, ErrClosed
 	}
-	cctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
 	conn, err := pv.n.inner.Connect(cctx)
 	cancel()
 	if err != nil {
@@ -184,23 +184,23 @@ const captureDelay = 5 * time.Millisecond
 
 // captureSoon schedules a background capture of m's pending tickets,
 // unless one is scheduled already.
-func (c *router) captureSoon(m *clusterMarks) {
-	if !c.capture.scheduled.CompareAndSwap(false, true) {
+func (r *router) captureSoon(m *clusterMarks) {
+	if !r.capture.scheduled.CompareAndSwap(false, true) {
 		return
 	}
-	c.capture.mu.Lock()
-	defer c.capture.mu.Unlock()
-	if c.closed.Load() {
+	r.capture.mu.Lock()
+	defer r.capture.mu.Unlock()
+	if r.closed.Load() {
 		return
 	}
-	c.wg.Add(1) // Close waits for a capture that started
-	c.capture.timer = time.AfterFunc(captureDelay, func() {
-		defer c.wg.Done()
-		c.capture.scheduled.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ConnectTimeout)
+	r.wg.Add(1) // Close waits for a capture that started
+	r.capture.timer = time.AfterFunc(captureDelay, func() {
+		defer r.wg.Done()
+		r.capture.scheduled.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ConnectTimeout)
 		defer cancel()
-		if err := m.Resolve(ctx, c.capturing(), m.Issued()); err != nil && !c.closed.Load() {
-			c.log.Debug("pgreplica: background capture of write positions", "err", err)
+		if err := m.Resolve(ctx, r.capturing(), m.Issued()); err != nil && !r.closed.Load() {
+			r.log.Debug("pgreplica: background capture of write positions", "err", err)
 		}
 	})
 }
@@ -210,18 +210,18 @@ func (c *router) captureSoon(m *clusterMarks) {
 // connector closed, so none is scheduled after it): the writes of a
 // closing connector keep their positions for the rest of the process,
 // whose other connectors may not reach this primary.
-func (c *router) flushCaptures() {
-	if c.capture.stop() {
-		defer c.wg.Done()
-		c.capture.scheduled.Store(false)
+func (r *router) flushCaptures() {
+	if r.capture.stop() {
+		defer r.wg.Done()
+		r.capture.scheduled.Store(false)
 	}
-	m := c.marksFor(c.topo.Load().sysid)
+	m := r.marksFor(r.topo.Load().sysid)
 	if !m.PendingWrites() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.ConnectTimeout, time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), min(r.cfg.ConnectTimeout, time.Second))
 	defer cancel()
-	m.Resolve(ctx, c.capturing(), m.Issued())
+	m.Resolve(ctx, r.capturing(), m.Issued())
 }
 
 // capturer is the connector's part that runs its background captures

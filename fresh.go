@@ -27,21 +27,21 @@ import (
 // position: it is read on the primary while the read flies to a replica,
 // and the check compares the two (laterPos), so the read takes one round
 // trip, not two.
-func (c *router) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
-	m := c.marksOf(pl.topo)
+func (r *router) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
+	m := r.marksOf(pl.topo)
 	if m.Covered() < pl.pending {
 		if pl.replicasLate(beside, time.Now()) {
-			if l, ok := c.recentWriteOnPrimary(ctx, pl); ok {
+			if l, ok := r.recentWriteOnPrimary(ctx, pl); ok {
 				return l, true, nil
 			}
 		}
 		if beside {
-			pl.later = c.readBeside(ctx, m, pl.pending, pl.waitDeadline(ctx))
+			pl.later = r.readBeside(ctx, m, pl.pending, pl.waitDeadline(ctx))
 			pl.need = max(pl.need, LSN(m.All()))
 			pl.pending, pl.fresh = 0, 0
 			return lease{}, false, nil
 		}
-		if err := c.resolveUntil(ctx, m, pl.pending, pl.waitDeadline(ctx)); err != nil {
+		if err := r.resolveUntil(ctx, m, pl.pending, pl.waitDeadline(ctx)); err != nil {
 			if ctx.Err() != nil {
 				return lease{}, false, waitEnded(ctx, "the position of a write the read must see", pl.at)
 			}
@@ -67,33 +67,33 @@ func (c *router) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l l
 // found them behind). Waiting for a replica then costs a replay check at
 // least, and a sleep between checks, where the primary costs one round
 // trip.
-func (c *router) recentWriteOnPrimary(ctx context.Context, pl *plan) (lease, bool) {
-	if pl.pendingWriteAt.IsZero() || c.cfg.ReadAfterWrite != ReadAfterWritePrimary || pl.fallback == FallbackError || !c.fallbacks.tryTake() {
+func (r *router) recentWriteOnPrimary(ctx context.Context, pl *plan) (lease, bool) {
+	if pl.pendingWriteAt.IsZero() || r.cfg.ReadAfterWrite != ReadAfterWritePrimary || pl.fallback == FallbackError || !r.fallbacks.tryTake() {
 		return lease{}, false
 	}
-	l, err := c.leasePrimary(ctx, pl.topo, true)
+	l, err := r.leasePrimary(ctx, pl.topo, true)
 	if err != nil {
-		c.fallbacks.release() // no primary now: prove a replica fresh
+		r.fallbacks.release() // no primary now: prove a replica fresh
 		return lease{}, false
 	}
-	c.metrics.recentWriteReads.Add(1)
+	r.metrics.recentWriteReads.Add(1)
 	return l, true
 }
 
 // readBeside starts reading the position of ticket, as resolveUntil does,
 // while the caller sends its read.
-func (c *router) readBeside(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) *laterPos {
+func (r *router) readBeside(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) *laterPos {
 	lp := &laterPos{done: make(chan struct{}), m: m}
 	go func() {
 		defer close(lp.done)
-		lp.err = c.resolveUntil(ctx, m, ticket, deadline)
+		lp.err = r.resolveUntil(ctx, m, ticket, deadline)
 	}()
 	return lp
 }
 
 // settleLater waits for the position read beside the read's flight and
 // makes it the plan's, as readAfterWrite does when it reads it first.
-func (c *router) settleLater(ctx context.Context, pl *plan) error {
+func (r *router) settleLater(ctx context.Context, pl *plan) error {
 	lp := pl.later
 	pl.later = nil
 	select {
@@ -160,16 +160,16 @@ const youngWrite = captureDelay
 
 // resolveUntil resolves ticket, trying again while it fails (a failover:
 // the new primary may be known in a moment) until deadline.
-func (c *router) resolveUntil(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) error {
+func (r *router) resolveUntil(ctx context.Context, m *clusterMarks, ticket uint64, deadline time.Time) error {
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	for {
-		err := m.Resolve(rctx, c.capturing(), ticket)
+		err := m.Resolve(rctx, r.capturing(), ticket)
 		if err == nil || rctx.Err() != nil {
 			return err
 		}
 		select {
-		case <-c.mon.changedCh():
+		case <-r.mon.changedCh():
 		case <-rctx.Done():
 			return err
 		}
@@ -186,10 +186,10 @@ func (c *router) resolveUntil(ctx context.Context, m *clusterMarks, ticket uint6
 // have resumed since its probe, worth one look but no wait). Without a
 // prediction (an idle replica, whose rate is unknown) the read waits as
 // before.
-func (c *router) futile(ctx context.Context, pl *plan) (futile, paused bool) {
+func (r *router) futile(ctx context.Context, pl *plan) (futile, paused bool) {
 	deadline := pl.waitDeadline(ctx)
 	now := time.Now()
-	passed, ok := c.primaryLSNs.PassedAt(uint64(pl.need))
+	passed, ok := r.primaryLSNs.PassedAt(uint64(pl.need))
 	if !ok {
 		passed = now // the primary reached it after its last sample
 	}
@@ -239,7 +239,7 @@ const rateBacklog = 1 << 20
 // awaitReplica polls the eligible replicas, each on the connection that
 // will run the query, until one has replayed pl.need or the plan's
 // deadline passes.
-func (c *router) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
+func (r *router) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 	wctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
 	defer cancel()
 	backoff := time.Millisecond
@@ -248,7 +248,7 @@ func (c *router) awaitReplica(ctx context.Context, pl *plan) (lease, error) {
 		if pl.replicas(false) == 0 {
 			return lease{}, noReplicaError(pl)
 		}
-		if l, ok := c.checkReplicas(wctx, pl, &best); ok {
+		if l, ok := r.checkReplicas(wctx, pl, &best); ok {
 			return l, nil
 		}
 		if ctx.Err() != nil {
@@ -276,9 +276,9 @@ const lastCheckMargin = time.Millisecond
 // connection that will run the query, and leases the first that has
 // replayed pl.need; best (if not nil) is raised to the highest position
 // seen.
-func (c *router) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lease, bool) {
+func (r *router) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lease, bool) {
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
-		if l, ok := c.checkNode(ctx, pl, pl.topo.nodes[set.nth(0)].n, best); ok {
+		if l, ok := r.checkNode(ctx, pl, pl.topo.nodes[set.nth(0)].n, best); ok {
 			return l, true
 		}
 	}
@@ -290,23 +290,23 @@ func (c *router) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lease,
 // endpoint each connection may reach another server: one found behind is
 // held while a few more are tried (serverTries), so that the next borrow
 // does not hand back the same one.
-func (c *router) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (lease, bool) {
+func (r *router) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (lease, bool) {
 	var inTx bool
-	res, _ := c.onServers(ctx, n, func(p *physical) (bool, error) {
-		c.metrics.replayChecks.Add(1)
+	res, _ := r.onServers(ctx, n, func(p *physical) (bool, error) {
+		r.metrics.replayChecks.Add(1)
 		replay, tx, err := checkReplay(ctx, p)
 		if err == nil {
 			n.observeOn(p.srv, replay)
 			if best != nil {
 				*best = max(*best, replay)
 			}
-			if replay >= max(pl.need, c.needOn(pl, n)) {
+			if replay >= max(pl.need, r.needOn(pl, n)) {
 				inTx = tx
 				return true, nil
 			}
 		}
 		if tx {
-			err = endCheckTx(p, c.cfg.ProbeTimeout)
+			err = endCheckTx(p, r.cfg.ProbeTimeout)
 		}
 		return false, err
 	})
@@ -314,7 +314,7 @@ func (c *router) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (l
 		return lease{}, false
 	}
 	res.Value().lent = monoclock.Now() // the read starts after the check
-	l := c.newLease(res, true, false)
+	l := r.newLease(res, true, false)
 	l.inTx = inTx
 	return l, true
 }
@@ -326,15 +326,15 @@ func (c *router) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (l
 // server); an error of accept closes that connection and ends the
 // search. The error is the first borrow's: a later one that fails only
 // ends the search.
-func (c *router) onServers(ctx context.Context, n *node, accept func(p *physical) (bool, error)) (*puddle.Resource[*physical], error) {
+func (r *router) onServers(ctx context.Context, n *node, accept func(p *physical) (bool, error)) (*puddle.Resource[*physical], error) {
 	var held []*puddle.Resource[*physical]
 	defer func() {
 		for _, res := range held {
 			n.pool.release(res, nil)
 		}
 	}()
-	for i := range c.serverTries(n) {
-		res, err := c.acquireAnother(ctx, n, i)
+	for i := range r.serverTries(n) {
+		res, err := r.acquireAnother(ctx, n, i)
 		if err != nil {
 			if i > 0 && ctx.Err() == nil {
 				return nil, nil
@@ -357,11 +357,11 @@ func (c *router) onServers(ctx context.Context, n *node, accept func(p *physical
 // serverTries is how many connections of n a read tries to find a server
 // it needs: one where every connection reaches the same server; behind an
 // endpoint a few, never all the pool's (a borrow would wait for one held).
-func (c *router) serverTries(n *node) int {
+func (r *router) serverTries(n *node) int {
 	if !n.endpoint.Load() {
 		return 1
 	}
-	return max(1, min(maxServerTries, c.cfg.MaxConnsPerHost-1))
+	return max(1, min(maxServerTries, r.cfg.MaxConnsPerHost-1))
 }
 
 // maxServerTries bounds the connections a read holds at once to find one
@@ -371,11 +371,11 @@ const maxServerTries = 4
 // acquireAnother borrows a connection of n while the read holds i others:
 // the first as any borrow; the next ones only within ConnectTimeout (new
 // connections, dialled through the address's round robin).
-func (c *router) acquireAnother(ctx context.Context, n *node, i int) (*puddle.Resource[*physical], error) {
+func (r *router) acquireAnother(ctx context.Context, n *node, i int) (*puddle.Resource[*physical], error) {
 	if i == 0 {
 		return n.pool.acquire(ctx)
 	}
-	actx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	actx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
 	defer cancel()
 	return n.pool.acquire(actx)
 }

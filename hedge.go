@@ -125,8 +125,8 @@ type hedgeSlot struct {
 }
 
 // hedgeable reports whether a read on l may be hedged.
-func (c *router) hedgeable(pl *plan, l *lease) bool {
-	return pl.read && l.replica && c.settings.hedgeDelay > 0
+func (r *router) hedgeable(pl *plan, l *lease) bool {
+	return pl.read && l.replica && r.settings.hedgeDelay > 0
 }
 
 // slot returns p's hedge slot, making it on first use, and anew while the
@@ -153,13 +153,13 @@ func (p *physical) hedgeSlot() *hedgeSlot {
 // the hedge delay, also on another replica; it returns the lease and rows
 // of the attempt that answered first (for the pgx handle's operation, the
 // operation holds the results: a hedge's copy that won hands them over).
-func (c *router) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
-	s := first.p.slot(c.hedges.watch)
+func (r *router) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWork) (lease, driver.Rows, error) {
+	s := first.p.slot(r.hedges.watch)
 	// No launch runs, and none starts before due is stored: the fields
 	// are the read's own.
 	s.state, s.waiting, s.second = hedgeArmed, false, nil
-	s.delay = first.p.node.answers.HedgeDelay(c.settings.hedgeDelay)
-	s.c, s.ctx, s.plan, s.work = c, ctx, *pl, w
+	s.delay = first.p.node.answers.HedgeDelay(r.settings.hedgeDelay)
+	s.c, s.ctx, s.plan, s.work = r, ctx, *pl, w
 	due := int64(first.start) + int64(s.delay)
 	s.due.Store(due)
 	s.watch.armed()
@@ -192,11 +192,11 @@ func (c *router) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWo
 	// failed and the hedge may still answer.
 	s.waiting = true
 	s.mu.Unlock()
-	r := <-s.done
+	res := <-s.done
 	s.mu.Lock()
 	s.forget()
 	s.mu.Unlock()
-	if r.err != nil {
+	if res.err != nil {
 		return first, rows, err
 	}
 	if err == nil {
@@ -209,9 +209,9 @@ func (c *router) runHedged(ctx context.Context, pl *plan, first lease, w hedgeWo
 		first.p.node.markSuspect()
 	}
 	if w.op != nil {
-		w.op.Adopt(r.op)
+		w.op.Adopt(res.op)
 	}
-	return r.l, r.rows, nil
+	return res.l, res.rows, nil
 }
 
 // forget drops the read's references (called with mu held).
@@ -418,8 +418,8 @@ func (w *hedgeWatch) run(ctx context.Context, c *router) {
 
 // sendDueHedges launches the hedge of every slot whose read is past its
 // due time, and reports whether any slot is armed.
-func (c *router) sendDueHedges(now int64) (armed bool) {
-	for _, n := range c.nodeList() {
+func (r *router) sendDueHedges(now int64) (armed bool) {
+	for _, n := range r.nodeList() {
 		hp := n.pool
 		hp.mu.Lock()
 		for p := range hp.all {

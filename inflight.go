@@ -26,11 +26,11 @@ import (
 // does (wait for a replica, or fall back), having lost nothing. It is the
 // way of the pgx inner driver, which can pipeline; lib/pq checks first
 // (awaitReplica).
-func (c *router) leaseInFlight(ctx context.Context, pl *plan) (l lease, check LSN, err error) {
-	if futile, _ := c.futile(ctx, pl); futile {
+func (r *router) leaseInFlight(ctx context.Context, pl *plan) (l lease, check LSN, err error) {
+	if futile, _ := r.futile(ctx, pl); futile {
 		return lease{}, 0, nil // acquire looks once, or falls back
 	}
-	l, check, err = c.leaseUnproven(ctx, pl)
+	l, check, err = r.leaseUnproven(ctx, pl)
 	if err != nil {
 		if ctx.Err() != nil {
 			return lease{}, 0, withContextErr(ctx, err)
@@ -49,7 +49,7 @@ func (c *router) leaseInFlight(ctx context.Context, pl *plan) (l lease, check LS
 // check found the replica behind (pl.flightsBehind counts those); route
 // then goes back to acquire's decision. l is given back then, and when
 // the read failed (err).
-func (c *router) runInFlight(ctx context.Context, pl *plan, l *lease, st *statement, check LSN) (back bool, err error) {
+func (r *router) runInFlight(ctx context.Context, pl *plan, l *lease, st *statement, check LSN) (back bool, err error) {
 	p := l.p
 	p.note(st.cls)
 	want := pgxroute.Need{At: uint64(check)}
@@ -69,7 +69,7 @@ func (c *router) runInFlight(ctx context.Context, pl *plan, l *lease, st *statem
 		l.release(nil)
 		return true, nil
 	}
-	c.metrics.flightChecks.Add(1)
+	r.metrics.flightChecks.Add(1)
 	if replayed != 0 {
 		p.node.observeOn(p.srv, LSN(replayed))
 	}
@@ -77,7 +77,7 @@ func (c *router) runInFlight(ctx context.Context, pl *plan, l *lease, st *statem
 	case err == nil:
 		l.known = max(l.known, LSN(replayed))
 		if pl.later != nil {
-			c.settleLater(ctx, pl) // read: the flight's check waited for it
+			r.settleLater(ctx, pl) // read: the flight's check waited for it
 		}
 		return false, nil
 	case errors.Is(err, pgxroute.ErrBehind):
@@ -97,10 +97,10 @@ func (c *router) runInFlight(ctx context.Context, pl *plan, l *lease, st *statem
 // routes as the driver does. Any other read takes a replica the lag
 // bounds allow. The error says why there is no lease: errNoFlightLease,
 // or the borrow's.
-func (c *router) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN, err error) {
+func (r *router) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN, err error) {
 	need = pl.need
 	if pl.prefer != nil {
-		if l, ok := c.leaseAffine(ctx, pl, false); ok {
+		if l, ok := r.leaseAffine(ctx, pl, false); ok {
 			return l, need, nil
 		}
 		if !pl.lastReadBoundKnown {
@@ -112,29 +112,29 @@ func (c *router) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN
 	if set == 0 {
 		return lease{}, 0, errNoFlightLease
 	}
-	n := pl.topo.nodes[c.choose(pl.topo, set)].n
-	pingLimit, _ := c.pingLimit(n, set.len() > 1)
+	n := pl.topo.nodes[r.choose(pl.topo, set)].n
+	pingLimit, _ := r.pingLimit(n, set.len() > 1)
 	// An idle connection first, the chosen replica's or another's: a
 	// borrow that gives up on a connection being made leaves it to the
 	// pool (acquireReplica's bound), which under load filled every pool
 	// with connections no read needed. Only when no replica the read may
 	// use has one idle does it wait for one.
 	if res, ok := n.pool.tryAcquire(ctx, pingLimit); ok {
-		return c.newLease(res, true, false), max(need, c.needOn(pl, n)), nil
+		return r.newLease(res, true, false), max(need, r.needOn(pl, n)), nil
 	}
 	for rest := set; rest != 0; rest &= rest - 1 {
 		if o := pl.topo.nodes[rest.nth(0)].n; o != n {
 			if res, ok := o.pool.tryAcquire(ctx, pingLimit); ok {
-				return c.newLease(res, true, false), max(need, c.needOn(pl, o)), nil
+				return r.newLease(res, true, false), max(need, r.needOn(pl, o)), nil
 			}
 		}
 	}
-	res, err := c.acquireReplica(ctx, n, set.len() > 1)
+	res, err := r.acquireReplica(ctx, n, set.len() > 1)
 	if err != nil {
 		pl.tried.add(n.idx)
 		return lease{}, 0, err
 	}
-	return c.newLease(res, true, false), max(need, c.needOn(pl, n)), nil
+	return r.newLease(res, true, false), max(need, r.needOn(pl, n)), nil
 }
 
 // errNoFlightLease: no connection a read in flight may use (leaseUnproven).

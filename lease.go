@@ -44,10 +44,10 @@ type lease struct {
 	inTx bool
 }
 
-func (c *router) newLease(res *puddle.Resource[*physical], replica, slot bool) lease {
+func (r *router) newLease(res *puddle.Resource[*physical], replica, slot bool) lease {
 	p := res.Value()
 	p.node.inflight.Add(1)
-	return lease{c: c, res: res, p: p, replica: replica, slot: slot, known: p.knownReplay(),
+	return lease{c: r, res: res, p: p, replica: replica, slot: slot, known: p.knownReplay(),
 		start: p.lent}
 }
 
@@ -75,17 +75,17 @@ func (l *lease) observeAnswer() {
 
 // leasePrimary borrows a connection to the primary, waiting for one that
 // is down for a moment (awaitPrimary), or says why there is none.
-func (c *router) leasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
-	l, err := c.tryLeasePrimary(ctx, t, slot)
-	if err == nil || !errors.Is(err, ErrNoPrimary) || ctx.Err() != nil || !c.primaryMomentarilyDown(c.topo.Load()) {
+func (r *router) leasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
+	l, err := r.tryLeasePrimary(ctx, t, slot)
+	if err == nil || !errors.Is(err, ErrNoPrimary) || ctx.Err() != nil || !r.primaryMomentarilyDown(r.topo.Load()) {
 		return l, err
 	}
-	return c.awaitPrimary(ctx, slot, err)
+	return r.awaitPrimary(ctx, slot, err)
 }
 
 // tryLeasePrimary borrows a connection to the primary, or says why there
 // is none.
-func (c *router) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
+func (r *router) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
 	pv := t.primaryNode()
 	if pv == nil {
 		return lease{}, t.writeErr
@@ -103,7 +103,7 @@ func (c *router) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (l
 		}
 		return lease{}, err
 	}
-	return c.newLease(res, false, slot), nil
+	return r.newLease(res, false, slot), nil
 }
 
 // acquireReplica borrows a connection to replica n. When another replica
@@ -117,8 +117,8 @@ func (c *router) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (l
 // read (on a loaded machine, where dials outlast the delay, every read of
 // every process started one: 48 processes reading 4 times a second held
 // 3 or 4 connections each to each replica).
-func (c *router) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
-	delay, hedged := c.pingLimit(n, others)
+func (r *router) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
+	delay, hedged := r.pingLimit(n, others)
 	if !hedged {
 		return n.pool.acquire(ctx)
 	}
@@ -143,11 +143,11 @@ func (c *router) acquireReplica(ctx context.Context, n *node, others bool) (*pud
 // replica n may take for a read: n's hedge delay when reads are hedged
 // and another replica could serve it (others; hedged, and a new
 // connection is waited for no longer either), else the pool's limit.
-func (c *router) pingLimit(n *node, others bool) (limit time.Duration, hedged bool) {
-	if !others || c.settings.hedgeDelay <= 0 {
+func (r *router) pingLimit(n *node, others bool) (limit time.Duration, hedged bool) {
+	if !others || r.settings.hedgeDelay <= 0 {
 		return n.pool.pingTimeout, false
 	}
-	return n.answers.HedgeDelay(c.settings.hedgeDelay), true
+	return n.answers.HedgeDelay(r.settings.hedgeDelay), true
 }
 
 var (
@@ -166,13 +166,13 @@ var (
 // connection reaches: a server within MaxLag (or WithMaxStaleness) has
 // replayed what the primary had written that long ago, within
 // MaxLagBytes what the primary had written less those bytes.
-func (c *router) needOn(pl *plan, n *node) LSN {
+func (r *router) needOn(pl *plan, n *node) LSN {
 	if !n.perConnection() {
 		return 0
 	}
 	need := pl.need
 	if pl.maxLag > 0 {
-		if then, ok := c.primaryLSNs.PositionAt(time.Now().Add(-pl.maxLag)); ok {
+		if then, ok := r.primaryLSNs.PositionAt(time.Now().Add(-pl.maxLag)); ok {
 			need = max(need, LSN(then))
 		}
 	}
@@ -190,7 +190,7 @@ func (c *router) needOn(pl *plan, n *node) LSN {
 // replica also be known to have pl.need (pl.fresh); otherwise the read
 // checks it in its own flight (inflight.go). Reports false when that is
 // not possible.
-func (c *router) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease, bool) {
+func (r *router) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease, bool) {
 	i := pl.prefer.idx
 	if i >= len(pl.topo.nodes) {
 		return lease{}, false // a node newer than the plan's topology (resolve.go)
@@ -207,7 +207,7 @@ func (c *router) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease,
 		pl.prefer.pool.release(res, nil) // maybe another server, or incarnation
 		return lease{}, false
 	}
-	return c.newLease(res, true, false), true
+	return r.newLease(res, true, false), true
 }
 
 // provenOn reports whether connection p reaches a server known to have
@@ -215,11 +215,11 @@ func (c *router) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease,
 // server does not say (one round trip): for a node whose reads are proven
 // per connection (an endpoint, a pooler), after selection chose it by
 // what all its servers are known to have.
-func (c *router) provenOn(ctx context.Context, p *physical, need LSN) (ok, inTx bool, err error) {
+func (r *router) provenOn(ctx context.Context, p *physical, need LSN) (ok, inTx bool, err error) {
 	if p.knownReplay() >= need {
 		return true, false, nil
 	}
-	c.metrics.replayChecks.Add(1)
+	r.metrics.replayChecks.Add(1)
 	replay, inTx, err := checkReplay(ctx, p)
 	if err != nil {
 		return false, inTx, err
@@ -235,7 +235,7 @@ const primaryRetry = 20 * time.Millisecond
 // primaryMomentarilyDown reports whether the host last known as the
 // primary is the one that fails now (its probe failed, or it is suspect),
 // with no other host claiming the role.
-func (c *router) primaryMomentarilyDown(t *topology) bool {
+func (r *router) primaryMomentarilyDown(t *topology) bool {
 	if t.writeErr != nil && errors.Is(t.writeErr, ErrSplitBrain) {
 		return false
 	}
@@ -250,31 +250,31 @@ func (c *router) primaryMomentarilyDown(t *topology) bool {
 
 // awaitPrimary waits for the primary, down for a moment, to take a
 // connection again (see above); err is why the first borrow failed.
-func (c *router) awaitPrimary(ctx context.Context, slot bool, err error) (lease, error) {
+func (r *router) awaitPrimary(ctx context.Context, slot bool, err error) (lease, error) {
 	start := time.Now()
-	deadline := start.Add(c.cfg.ConnectTimeout)
+	deadline := start.Add(r.cfg.ConnectTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
 	tick := time.NewTicker(primaryRetry)
 	defer tick.Stop()
 	for time.Now().Before(deadline) {
-		c.mon.pokeAll()
+		r.mon.pokeAll()
 		select {
 		case <-ctx.Done():
-			return lease{}, fmt.Errorf("%w (waited %v for the primary, within pgreplica_connect_timeout %v: %w)", err, roundWait(time.Since(start)), c.cfg.ConnectTimeout, ctx.Err())
+			return lease{}, fmt.Errorf("%w (waited %v for the primary, within pgreplica_connect_timeout %v: %w)", err, roundWait(time.Since(start)), r.cfg.ConnectTimeout, ctx.Err())
 		case <-tick.C:
-		case <-c.mon.changedCh():
+		case <-r.mon.changedCh():
 		}
-		t := c.topo.Load()
+		t := r.topo.Load()
 		switch {
 		case t.primaryNode() != nil:
-			l, lerr := c.tryLeasePrimary(ctx, t, slot)
+			l, lerr := r.tryLeasePrimary(ctx, t, slot)
 			if lerr == nil || !errors.Is(lerr, ErrNoPrimary) {
 				return l, lerr
 			}
 			err = lerr
-		case !c.primaryMomentarilyDown(t):
+		case !r.primaryMomentarilyDown(t):
 			return lease{}, t.writeErr
 		default:
 			err = t.writeErr
@@ -314,8 +314,8 @@ func endCheckTx(p *physical, timeout time.Duration) error {
 // watchStatement arms lib/pq's deadline watch over the statement route
 // runs on l: it and its rows end with the lease (route serves statements
 // outside transactions and pinned connections). pgx needs none.
-func (c *router) watchStatement(ctx context.Context, l *lease) {
-	if c.pq {
-		l.watch = watchDeadline(ctx, l.p.socks, c.cfg.ProbeTimeout)
+func (r *router) watchStatement(ctx context.Context, l *lease) {
+	if r.pq {
+		l.watch = watchDeadline(ctx, l.p.socks, r.cfg.ProbeTimeout)
 	}
 }

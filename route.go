@@ -26,14 +26,14 @@ import (
 // planFor reads the context's requirement and decides into pl (in place:
 // a plan is a few hundred bytes, copied on every return); the wait
 // deadline is set when a wait needs it (plan.waitDeadline).
-func (c *router) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) error {
-	t := c.topo.Load()
-	process := func() processLSNs { return snapshotOf(c.marksOf(t)) }
-	if err := pl.decide(t, cls, requirementFrom(ctx), &c.settings, process, time.Time{}, time.Time{}); err != nil {
+func (r *router) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) error {
+	t := r.topo.Load()
+	process := func() processLSNs { return snapshotOf(r.marksOf(t)) }
+	if err := pl.decide(t, cls, requirementFrom(ctx), &r.settings, process, time.Time{}, time.Time{}); err != nil {
 		return err
 	}
 	if pl.session != nil {
-		return c.sessionsBegin(ctx, pl)
+		return r.sessionsBegin(ctx, pl)
 	}
 	return nil
 }
@@ -45,29 +45,29 @@ func (c *router) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) err
 // (inflight.go), which goes back to acquire's decision when it did not
 // run. A read that failed before returning anything is sent again where
 // it can succeed (retry, below). A write is never sent twice.
-func (c *router) route(ctx context.Context, pl *plan, st *statement, op func(ctx context.Context, p *physical) error) (lease, error) {
-	c.avoidConflicts(pl, st.query)
+func (r *router) route(ctx context.Context, pl *plan, st *statement, op func(ctx context.Context, p *physical) error) (lease, error) {
+	r.avoidConflicts(pl, st.query)
 	inFlight := st.guard != nil || st.inFlight
 	var step acquireStep
 	for {
-		l, check, err := c.acquire(ctx, pl, inFlight, &step)
+		l, check, err := r.acquire(ctx, pl, inFlight, &step)
 		if err != nil {
 			return lease{}, err
 		}
 		flight := check != 0
 		if !flight {
-			if err := c.readyToRun(ctx, pl, &l, st); err != nil {
+			if err := r.readyToRun(ctx, pl, &l, st); err != nil {
 				return lease{}, err
 			}
 		}
 		switch {
 		case flight:
 			var back bool
-			if back, err = c.runInFlight(ctx, pl, &l, st, check); back {
+			if back, err = r.runInFlight(ctx, pl, &l, st, check); back {
 				continue // not run, l given back: acquire decides on
 			}
-		case (op == nil || st.hedge != nil) && c.hedgeable(pl, &l):
-			l, st.rows, err = c.runHedged(ctx, pl, l, hedgeWork{query: st.query, args: st.args, cls: st.cls, op: st.hedge})
+		case (op == nil || st.hedge != nil) && r.hedgeable(pl, &l):
+			l, st.rows, err = r.runHedged(ctx, pl, l, hedgeWork{query: st.query, args: st.args, cls: st.cls, op: st.hedge})
 		case op != nil:
 			err = op(ctx, l.p)
 		default:
@@ -75,18 +75,18 @@ func (c *router) route(ctx context.Context, pl *plan, st *statement, op func(ctx
 		}
 		if err == nil {
 			if flight {
-				c.noteTokenedRead(pl) // acquire did not count its borrow
+				r.noteTokenedRead(pl) // acquire did not count its borrow
 			}
 			if l.replica {
 				l.observeAnswer()
 			}
-			c.noteServed(ctx, pl, &l)
+			r.noteServed(ctx, pl, &l)
 			return l, nil
 		}
 		if !flight {
 			l.release(err) // runInFlight gave its lease back
 		}
-		if c.retry(ctx, pl, &l, err, st.query) {
+		if r.retry(ctx, pl, &l, err, st.query) {
 			// A flight sent again goes on from where acquire's decision
 			// stood; a read that ran as it is is decided anew.
 			if !flight {
@@ -95,7 +95,7 @@ func (c *router) route(ctx context.Context, pl *plan, st *statement, op func(ctx
 			continue
 		}
 		if !pl.read {
-			err = c.writeFailed(l.p, err)
+			err = r.writeFailed(l.p, err)
 		}
 		return lease{}, err
 	}
@@ -105,14 +105,14 @@ func (c *router) route(ctx context.Context, pl *plan, st *statement, op func(ctx
 // watch armed, st's args converted for l's driver, and for a session's
 // read on the primary, the primary made to show what the session's last
 // replica read saw (visibility.go). It gives l back when it fails.
-func (c *router) readyToRun(ctx context.Context, pl *plan, l *lease, st *statement) error {
-	c.watchStatement(ctx, l)
+func (r *router) readyToRun(ctx context.Context, pl *plan, l *lease, st *statement) error {
+	r.watchStatement(ctx, l)
 	if err := inner.ConvertArgs(l.p.conn, st.args); err != nil {
 		l.release(nil)
 		return err
 	}
 	if pl.read && !l.replica && pl.session != nil {
-		if err := c.primaryShowsSession(ctx, pl, l.p); err != nil {
+		if err := r.primaryShowsSession(ctx, pl, l.p); err != nil {
 			l.release(err)
 			return err
 		}
@@ -122,19 +122,19 @@ func (c *router) readyToRun(ctx context.Context, pl *plan, l *lease, st *stateme
 
 // noteServed counts a read by where it ran and, for a replica read of a
 // session, raises the session to what the replica was known to have.
-func (c *router) noteServed(ctx context.Context, pl *plan, l *lease) {
+func (r *router) noteServed(ctx context.Context, pl *plan, l *lease) {
 	if !pl.read {
 		return
 	}
 	switch {
 	case l.replica:
-		c.metrics.replicaReads.Add(1)
+		r.metrics.replicaReads.Add(1)
 		pl.session.advance(l.known, pl.topo.timeline, pl.topo.sysid)
 	case !l.slot:
-		c.metrics.primaryReads.Add(1)
+		r.metrics.primaryReads.Add(1)
 	}
-	if c.log.Enabled(ctx, slog.LevelDebug) {
-		c.log.DebugContext(ctx, "pgreplica: read", "host", l.p.node.name, "replica", l.replica,
+	if r.log.Enabled(ctx, slog.LevelDebug) {
+		r.log.DebugContext(ctx, "pgreplica: read", "host", l.p.node.name, "replica", l.replica,
 			"fallback", l.slot, "need", pl.need, "replayed", l.known)
 	}
 }
@@ -144,12 +144,12 @@ func (c *router) noteServed(ctx context.Context, pl *plan, l *lease) {
 // of a session leaves what bounds the session's next read. A statement's
 // snapshot was taken before its answer came, so the read ended, for the
 // bound, when it was answered.
-func (c *router) finish(pl *plan, l *lease) {
+func (r *router) finish(pl *plan, l *lease) {
 	switch {
 	case pl.capture:
-		c.wrote(pl, l.p, false)
+		r.wrote(pl, l.p, false)
 	case pl.read:
-		c.boundRead(pl, l, l.answered)
+		r.boundRead(pl, l, l.answered)
 	}
 }
 
@@ -157,16 +157,16 @@ func (c *router) finish(pl *plan, l *lease) {
 // a read on l that ended at end (zero: now; a transaction's ends when it
 // does), nothing to do without a session: the replica and when the read
 // ran (see plan.affinity), or a ticket for a read on the primary.
-func (c *router) boundRead(pl *plan, l *lease, end monoclock.Time) {
+func (r *router) boundRead(pl *plan, l *lease, end monoclock.Time) {
 	switch {
 	case pl.session == nil:
 	case l.replica:
 		if end == 0 {
 			end = monoclock.Now()
 		}
-		pl.session.noteReplicaRead(pl.topo.sysid, &c.marks, c.marksOf(pl.topo), l.p.node, l.p.servedBy(), l.start, end)
+		pl.session.noteReplicaRead(pl.topo.sysid, &r.marks, r.marksOf(pl.topo), l.p.node, l.p.servedBy(), l.start, end)
 	default:
-		c.readOnPrimary(pl, l.p)
+		r.readOnPrimary(pl, l.p)
 	}
 }
 
@@ -174,16 +174,16 @@ func (c *router) boundRead(pl *plan, l *lease, end monoclock.Time) {
 // transaction" was demoted, a lost connection may mean failover; both wake
 // the monitor at once. A write whose connection broke after it was sent
 // has an unknown outcome and is never retried.
-func (c *router) writeFailed(p *physical, err error) error {
+func (r *router) writeFailed(p *physical, err error) error {
 	if err == nil {
 		return nil
 	}
 	switch {
 	case sqlstate.Of(err) == sqlstate.ReadOnlyTx:
-		c.mon.pokeAll() // the primary was demoted: find the new one
+		r.mon.pokeAll() // the primary was demoted: find the new one
 	case sqlstate.ConnLost(err):
 		p.node.suspect.Store(true)
-		c.mon.pokeAll()
+		r.mon.pokeAll()
 		if !errors.Is(err, driver.ErrBadConn) {
 			return fmt.Errorf("%w: %w", ErrWriteOutcomeUnknown, err)
 		}
@@ -216,7 +216,7 @@ func (c *router) writeFailed(p *physical, err error) error {
 //
 // query is the client's statement text, "" for a batch or a transaction
 // (those are not remembered, nor sent again as writes).
-func (c *router) retry(ctx context.Context, pl *plan, l *lease, err error, query string) bool {
+func (r *router) retry(ctx context.Context, pl *plan, l *lease, err error, query string) bool {
 	if ctx.Err() != nil || !pl.read {
 		return false
 	}
@@ -227,8 +227,8 @@ func (c *router) retry(ctx context.Context, pl *plan, l *lease, err error, query
 			return false
 		}
 		// The classifier thought it a read; the replica disagreed.
-		c.refused.Add(query, 0)
-		c.metrics.readOnlyRetries.Add(1)
+		r.refused.Add(query, 0)
+		r.metrics.readOnlyRetries.Add(1)
 		pl.onPrimary, pl.read, pl.capture = true, false, true
 		return true
 	case l.replica && sqlstate.ConnLost(err):
@@ -237,7 +237,7 @@ func (c *router) retry(ctx context.Context, pl *plan, l *lease, err error, query
 		}
 		pl.retried |= retriedReplica
 		n.markSuspect()
-		c.metrics.connLostRetries.Add(1)
+		r.metrics.connLostRetries.Add(1)
 		pl.tried.add(n.idx)
 		pl.anew()
 		return true
@@ -245,17 +245,17 @@ func (c *router) retry(ctx context.Context, pl *plan, l *lease, err error, query
 		pl.tried.add(n.idx)
 		if pl.retried&retriedReplica == 0 && pl.replicas(false) != 0 {
 			pl.retried |= retriedReplica
-			c.metrics.conflictRetries.Add(1)
+			r.metrics.conflictRetries.Add(1)
 			pl.anew()
 			return true
 		}
 		if pl.fallback == FallbackError || pl.conflicted {
 			return false
 		}
-		c.metrics.conflictRetries.Add(1)
+		r.metrics.conflictRetries.Add(1)
 		pl.conflicted = true
 		if query != "" {
-			c.conflicting.Add(query, conflictMemory)
+			r.conflicting.Add(query, conflictMemory)
 		}
 		return true
 	case !l.replica && pl.retried&retriedPrimary == 0 && sqlstate.ServerGone(err):
@@ -263,8 +263,8 @@ func (c *router) retry(ctx context.Context, pl *plan, l *lease, err error, query
 		// siblings); the topology may know better by now.
 		pl.retried |= retriedPrimary
 		n.markSuspect()
-		c.metrics.connLostRetries.Add(1)
-		pl.topo = c.topo.Load()
+		r.metrics.connLostRetries.Add(1)
+		pl.topo = r.topo.Load()
 		return true
 	}
 	return false
@@ -274,12 +274,12 @@ func (c *router) retry(ctx context.Context, pl *plan, l *lease, err error, query
 // replay on the replicas lately straight to the primary, as a fallback
 // read, when its requirement allows one. Most applications never have
 // such a statement: then this is one atomic load.
-func (c *router) avoidConflicts(pl *plan, query string) {
-	if !pl.read || pl.onPrimary || pl.conflicted || query == "" || pl.fallback == FallbackError || !c.conflicting.Has(query) {
+func (r *router) avoidConflicts(pl *plan, query string) {
+	if !pl.read || pl.onPrimary || pl.conflicted || query == "" || pl.fallback == FallbackError || !r.conflicting.Has(query) {
 		return
 	}
 	pl.conflicted = true
-	c.metrics.conflictsAvoided.Add(1)
+	r.metrics.conflictsAvoided.Add(1)
 }
 
 // conflictMemory is how long a statement that conflicted with replay on

@@ -76,4 +76,4 @@ type router struct {
 }
 
 // nodeList returns the nodes routed over now (see router.nodes).
-func (c *router) nodeList() []*node { return *c.nodes.Load() }
+func (r *router) nodeList() []*node { return *r.nodes.Load() }

@@ -13,11 +13,11 @@ package pgreplica
 
 // choose picks a node of set with the connector's Picker, which is not
 // read when there is one candidate (it is a cache line away).
-func (c *router) choose(t *topology, set nodeSet) int {
+func (r *router) choose(t *topology, set nodeSet) int {
 	if set&(set-1) == 0 {
 		return set.nth(0)
 	}
-	return pick(c.picker, t, set)
+	return pick(r.picker, t, set)
 }
 
 // pick applies p to the set and returns a node index.

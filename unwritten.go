@@ -37,8 +37,8 @@ type primaryNow struct {
 // primaryPosition returns the primary's insert position, read after the
 // call began (the insert position: a commit made with synchronous_commit
 // off is visible before it is flushed).
-func (c *router) primaryPosition(ctx context.Context) (LSN, error) {
-	pn := &c.now
+func (r *router) primaryPosition(ctx context.Context) (LSN, error) {
+	pn := &r.now
 	pn.mu.Lock()
 	pn.asked++
 	mine := pn.asked
@@ -57,7 +57,7 @@ func (c *router) primaryPosition(ctx context.Context) (LSN, error) {
 		pn.running, pn.done = true, make(chan struct{})
 		sent := pn.asked
 		pn.mu.Unlock()
-		lsn, err := c.readPrimaryLSN(ctx, true)
+		lsn, err := r.readPrimaryLSN(ctx, true)
 		pn.mu.Lock()
 		pn.running = false
 		close(pn.done)
@@ -76,8 +76,8 @@ func (c *router) primaryPosition(ctx context.Context) (LSN, error) {
 // known to have written: its last probe, the process's captures, the last
 // primaryPosition. A position at or below it needs no statement to be
 // proven written.
-func (c *router) knownWritten(t *topology) LSN {
-	known := max(LSN(c.marksOf(t).All()), LSN(c.now.lsn.Load()))
+func (r *router) knownWritten(t *topology) LSN {
+	known := max(LSN(r.marksOf(t).All()), LSN(r.now.lsn.Load()))
 	if pv := t.primaryNode(); pv != nil {
 		known = max(known, pv.status.lsn)
 	}
@@ -89,11 +89,11 @@ func (c *router) knownWritten(t *topology) LSN {
 // otherwise). A position that cannot be read (no primary during a
 // failover) counts as written: nothing proves the contrary, and the read
 // then goes the way it went before. The error is ctx's.
-func (c *router) written(ctx context.Context, t *topology, lsn LSN) (bool, LSN, error) {
-	if lsn <= c.knownWritten(t) {
+func (r *router) written(ctx context.Context, t *topology, lsn LSN) (bool, LSN, error) {
+	if lsn <= r.knownWritten(t) {
 		return true, 0, nil
 	}
-	now, err := c.capturerFor(c.marksOf(t)).primaryPosition(ctx)
+	now, err := r.capturerFor(r.marksOf(t)).primaryPosition(ctx)
 	if err != nil {
 		return true, 0, ctx.Err()
 	}
@@ -108,12 +108,12 @@ func (c *router) written(ctx context.Context, t *topology, lsn LSN) (bool, LSN, 
 // whatever its token claimed: it is never waited on, and never falls
 // back over it. It reports whether it lowered pl.need (pl.fresh is then
 // recomputed). The primary's position is read within the wait budget.
-func (c *router) lowerUnwritten(ctx context.Context, pl *plan) (bool, error) {
-	if pl.need == 0 || pl.need <= c.knownWritten(pl.topo) {
+func (r *router) lowerUnwritten(ctx context.Context, pl *plan) (bool, error) {
+	if pl.need == 0 || pl.need <= r.knownWritten(pl.topo) {
 		return false, nil
 	}
 	wctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
-	ok, now, err := c.written(wctx, pl.topo, pl.need)
+	ok, now, err := r.written(wctx, pl.topo, pl.need)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return false, ctx.Err()

@@ -38,14 +38,14 @@ import (
 // primaryShowsSession makes a session read on the primary connection p see
 // at least what the session's last replica read saw (see above). Most
 // primary reads need no check.
-func (c *router) primaryShowsSession(ctx context.Context, pl *plan, p *physical) error {
+func (r *router) primaryShowsSession(ctx context.Context, pl *plan, p *physical) error {
 	sysid := pl.topo.sysid
 	shownBy, srv, gen, ok := pl.session.primaryMayHide(sysid)
 	if !ok {
 		return nil
 	}
 	if shownBy != nil {
-		if err := c.awaitPrimaryShows(ctx, p, shownBy, srv); err != nil {
+		if err := r.awaitPrimaryShows(ctx, p, shownBy, srv); err != nil {
 			return err
 		}
 	}
@@ -57,11 +57,11 @@ func (c *router) primaryShowsSession(ctx context.Context, pl *plan, p *physical)
 // that server srv of replica n shows as committed, until ctx ends or,
 // without a deadline, for ConnectTimeout. A replica that cannot be asked
 // (down, or restarted) shows nothing the check could wait for.
-func (c *router) awaitPrimaryShows(ctx context.Context, p *physical, n *node, srv *server) error {
+func (r *router) awaitPrimaryShows(ctx context.Context, p *physical, n *node, srv *server) error {
 	start := time.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = start.Add(c.cfg.ConnectTimeout)
+		deadline = start.Add(r.cfg.ConnectTimeout)
 	}
 	backoff := 100 * time.Microsecond
 	waited := false
@@ -70,7 +70,7 @@ func (c *router) awaitPrimaryShows(ctx context.Context, p *physical, n *node, sr
 		if err != nil || hidden == "{}" {
 			return err
 		}
-		shown, err := c.replicaShows(ctx, n, srv, hidden)
+		shown, err := r.replicaShows(ctx, n, srv, hidden)
 		if err != nil || shown == 0 {
 			if ctx.Err() != nil {
 				return waitEnded(ctx, "the primary to show what a replica showed this session", start)
@@ -79,7 +79,7 @@ func (c *router) awaitPrimaryShows(ctx context.Context, p *physical, n *node, sr
 		}
 		if !waited {
 			waited = true
-			c.metrics.visibilityWaits.Add(1)
+			r.metrics.visibilityWaits.Add(1)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -101,8 +101,8 @@ func (c *router) awaitPrimaryShows(ctx context.Context, p *physical, n *node, sr
 // server srv of replica n shows as committed. Behind an endpoint the
 // question goes to that very server: another one behind the address may
 // not have replayed what the read saw there.
-func (c *router) replicaShows(ctx context.Context, n *node, srv *server, xids string) (int64, error) {
-	res, err := c.acquireOnServer(ctx, n, srv)
+func (r *router) replicaShows(ctx context.Context, n *node, srv *server, xids string) (int64, error) {
+	res, err := r.acquireOnServer(ctx, n, srv)
 	if err != nil || res == nil {
 		return 0, err
 	}
@@ -119,9 +119,9 @@ func (c *router) replicaShows(ctx context.Context, n *node, srv *server, xids st
 // known (behind a pooler). On an endpoint it takes more connections while
 // those it gets reach other servers, a few at most (serverTries); nil
 // when none reached srv (it went away, or restarted).
-func (c *router) acquireOnServer(ctx context.Context, n *node, srv *server) (*puddle.Resource[*physical], error) {
+func (r *router) acquireOnServer(ctx context.Context, n *node, srv *server) (*puddle.Resource[*physical], error) {
 	if srv == nil || !n.endpoint.Load() {
 		return n.pool.acquire(ctx)
 	}
-	return c.onServers(ctx, n, func(p *physical) (bool, error) { return p.srv == srv, nil })
+	return r.onServers(ctx, n, func(p *physical) (bool, error) { return p.srv == srv, nil })
 }
