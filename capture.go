@@ -21,16 +21,6 @@ import (
 // before it (internal/marks). The marks run a capture through a
 // marks.Capturer: the connector as a capturing.
 
-// marksOf returns the process watermarks of t's cluster: the ones the
-// topology was published with (one pointer away from the topology every
-// statement reads), or marksFor's for a topology never published.
-func (r *router) marksOf(t *topology) *clusterMarks {
-	if t.marks != nil {
-		return t.marks
-	}
-	return r.marksFor(t.sysid)
-}
-
 // marksFor returns the connector's marks of cluster sysid (handleMarks.marksFor).
 func (r *router) marksFor(sysid uint64) *clusterMarks { return r.marks.marksFor(sysid) }
 
@@ -42,7 +32,7 @@ func (r *router) marksFor(sysid uint64) *clusterMarks { return r.marks.marksFor(
 // in a process that uses Sessions, also by a capture in the background
 // (sessionsBegin).
 func (r *router) wrote(pl *plan, p *physical, async bool) {
-	m := r.marksOf(pl.topo)
+	m := r.marks.of(pl.topo)
 	t := m.Issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
 	if me := &r.marks.capturer; m.Writer() != me {
 		m.Wrote(me) // the latest writer can read its position
@@ -63,7 +53,7 @@ func (r *router) readOnPrimary(pl *plan, p *physical) {
 	if pl.session == nil {
 		return
 	}
-	m := r.marksOf(pl.topo)
+	m := r.marks.of(pl.topo)
 	t := m.Issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, &r.marks, m, t, false)
 	r.captureSoon(m)
@@ -77,7 +67,7 @@ func (r *router) readOnPrimary(pl *plan, p *physical) {
 // others' writes on a lagging replica, or fall back. What such writes left
 // pending is read now, before the session's statement runs.
 func (r *router) sessionsBegin(ctx context.Context, pl *plan) error {
-	m := r.marksOf(pl.topo)
+	m := r.marks.of(pl.topo)
 	if !m.BeginSessions() {
 		return nil
 	}

@@ -44,6 +44,16 @@ type handleMarks struct {
 	startMarked atomic.Bool
 }
 
+// of returns the process watermarks of t's cluster: the ones the
+// topology was published with (one pointer away from the topology every
+// statement reads), or marksFor's for a topology never published.
+func (h *handleMarks) of(t *topology) *clusterMarks {
+	if t.marks != nil {
+		return t.marks
+	}
+	return h.marksFor(t.sysid)
+}
+
 // marksFor returns the marks of cluster sysid, caching the handle in the
 // connector so the hot path does no map lookup. For an unknown cluster
 // (sysid 0: no host answered yet) the connector's own marks stand in.
