@@ -44,14 +44,15 @@ type handleMarks struct {
 	startMarked atomic.Bool
 }
 
-// of returns the process watermarks of t's cluster: the ones the
-// topology was published with (one pointer away from the topology every
-// statement reads), or marksFor's for a topology never published.
-func (h *handleMarks) of(t *topology) *clusterMarks {
-	if t.marks != nil {
-		return t.marks
+// of returns the process watermarks of a topology's cluster sysid: the
+// ones it was published with (one pointer away from the topology every
+// statement reads), or, for a topology never published (published nil),
+// marksFor's.
+func (h *handleMarks) of(published *clusterMarks, sysid uint64) *clusterMarks {
+	if published != nil {
+		return published
 	}
-	return h.marksFor(t.sysid)
+	return h.marksFor(sysid)
 }
 
 // marksFor returns the marks of cluster sysid, caching the handle in the
