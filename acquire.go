@@ -76,11 +76,12 @@ func (r *router) acquire(ctx context.Context, pl *plan, inFlight bool, step *acq
 			}
 		}
 		*step = stepReplica
-		if pl.flightsBehind == 1 && inFlight && pl.unproven() {
+		if pl.flightsBehind == 1 && inFlight && pl.unproven() && !pl.replicasLate(true, time.Now()) {
 			// The replica was a moment behind the write (its flight crossed
 			// the write's WAL on its way): one more flight, which costs a
 			// round trip as a primary read would, before the primary or a
-			// wait.
+			// wait; not when what the flights learned predicts every
+			// replica behind it still (flightages.go).
 			if l, check, err := r.leaseInFlight(ctx, pl); check != 0 || err != nil {
 				return l, check, err
 			}

@@ -122,7 +122,9 @@ func (r *router) settleLater(ctx context.Context, pl *plan) error {
 // is late only when every replica the read may use is predicted to
 // replay the write more than a primary round trip from now (the write's
 // time plus the replica's measured time lag, never less than its
-// recovery_min_apply_delay; a paused one is late). Otherwise the
+// recovery_min_apply_delay; a paused one is late, and so is one whose
+// flights found it behind writes older than this one, flightages.go).
+// Otherwise the
 // position costs a round trip of its own before the read, and a write
 // younger than youngWrite is taken to be on no replica yet.
 func (pl *plan) replicasLate(beside bool, now time.Time) bool {
@@ -136,7 +138,8 @@ func (pl *plan) replicasLate(beside bool, now time.Time) bool {
 	if p == nil {
 		return false
 	}
-	ahead := p.n.rttEWMA() + now.Sub(pl.pendingWriteAt)
+	age := now.Sub(pl.pendingWriteAt)
+	ahead, at := p.n.rttEWMA()+age, monoclock.Of(now)
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
 		if v.n.endpoint.Load() {
@@ -145,7 +148,7 @@ func (pl *plan) replicasLate(beside bool, now time.Time) bool {
 			// it may have the write.
 			return false
 		}
-		if !v.status.paused && max(v.lag, v.status.applyDelay) <= ahead {
+		if !v.status.paused && max(v.lag, v.status.applyDelay) <= ahead && !v.n.flights.late(age, at) {
 			return false // a paused replica replays nothing: late
 		}
 	}

@@ -3,10 +3,12 @@ package pgreplica
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgreplica/pgreplica/internal/inner"
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/pgxflight"
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
 )
@@ -60,6 +62,7 @@ func (r *router) runInFlight(ctx context.Context, pl *plan, l *lease, st *statem
 		want.Later = pl.later
 	}
 	var replayed uint64
+	sent := time.Now()
 	if st.guard != nil {
 		replayed, err = st.guard.RunGuarded(pgxConnOf(p.conn), want)
 	} else {
@@ -72,6 +75,15 @@ func (r *router) runInFlight(ctx context.Context, pl *plan, l *lease, st *statem
 	r.metrics.flightChecks.Add(1)
 	if replayed != 0 {
 		p.node.observeOn(p.srv, LSN(replayed))
+	}
+	if !pl.pendingWriteAt.IsZero() {
+		// The check was for a write of known age: learn from it.
+		switch age := sent.Sub(pl.pendingWriteAt); {
+		case err == nil:
+			p.node.flights.shown(age)
+		case errors.Is(err, pgxroute.ErrBehind):
+			p.node.flights.behind(age, p.node.rttEWMA(), monoclock.Of(sent))
+		}
 	}
 	switch {
 	case err == nil:

@@ -144,6 +144,10 @@ type node struct {
 	prober  *prober
 	probes  atomic.Int64
 	applied atomic.Uint64
+
+	// flights is what reads with their check in flight learned of how
+	// soon the replica shows a write of this process (flightages.go).
+	flights flightAges
 }
 
 // observeReplay raises the cached replay LSN (never lowers it).

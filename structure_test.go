@@ -47,7 +47,7 @@ var layers = []struct {
 		"replaycheck.go", "visibility.go", "hedge.go", "capture.go", "unwritten.go", "fallback.go", "selector.go",
 		"readerrors.go"}},
 	{"world", []string{"monitor.go", "prober.go", "privilege.go", "topology.go", "watermark.go", "session.go",
-		"ctxtoken.go", "node.go", "server.go", "pool.go", "physical.go", "wire.go", "wire_pgx.go", "wire_pq.go"}},
+		"ctxtoken.go", "node.go", "flightages.go", "server.go", "pool.go", "physical.go", "wire.go", "wire_pgx.go", "wire_pq.go"}},
 	{"values", []string{"config.go", "dsn.go", "pgxhooks.go", "picker.go", "token.go", "lsn.go", "nodeset.go",
 		"errors.go", "metrics.go", "stats.go"}},
 }
