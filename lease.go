@@ -73,11 +73,11 @@ func (l *lease) observeAnswer() {
 	l.p.node.answers.Observe(l.answered.Sub(l.start))
 }
 
-// leasePrimary borrows a connection to the primary, waiting for one that
-// is down for a moment (awaitPrimary), or says why there is none.
+// leasePrimary borrows a connection to the primary, waiting for one while
+// there is none for a moment (awaitPrimary), or says why there is none.
 func (r *router) leasePrimary(ctx context.Context, t *topology, slot bool) (lease, error) {
 	l, err := r.tryLeasePrimary(ctx, t, slot)
-	if err == nil || !errors.Is(err, ErrNoPrimary) || ctx.Err() != nil || !r.primaryMomentarilyDown(r.topo.Load()) {
+	if err == nil || !errors.Is(err, ErrNoPrimary) || ctx.Err() != nil || !primaryAwaited(r.topo.Load()) {
 		return l, err
 	}
 	return r.awaitPrimary(ctx, slot, err)
@@ -232,12 +232,20 @@ func (r *router) provenOn(ctx context.Context, p *physical, need LSN) (ok, inTx 
 // monitor to look again.
 const primaryRetry = 20 * time.Millisecond
 
-// primaryMomentarilyDown reports whether the host last known as the
-// primary is the one that fails now (its probe failed, or it is suspect),
-// with no other host claiming the role.
-func (r *router) primaryMomentarilyDown(t *topology) bool {
+// primaryAwaited reports whether a statement that found no primary in t
+// should wait for one: the host last known as the primary fails now (its
+// probe failed, or it is suspect), or this handle knew a primary before
+// and has none now (a failover's window: a switchover demotes the
+// primary before it promotes another, and a failover manager brings the
+// old one back in recovery before it promotes a new one). Not for split
+// brain, which waiting does not end, nor for a handle that never knew a
+// primary (given replicas only).
+func primaryAwaited(t *topology) bool {
 	if t.writeErr != nil && errors.Is(t.writeErr, ErrSplitBrain) {
 		return false
+	}
+	if t.primarySeen {
+		return true
 	}
 	for i := range t.nodes {
 		v := &t.nodes[i]
@@ -248,21 +256,32 @@ func (r *router) primaryMomentarilyDown(t *topology) bool {
 	return false
 }
 
-// awaitPrimary waits for the primary, down for a moment, to take a
-// connection again (see above); err is why the first borrow failed.
+// awaitPrimary waits for a primary while there is none (see
+// primaryAwaited): until the context's deadline, or for
+// pgreplica_connect_timeout when it has none. The monitor is asked to
+// look every primaryRetry, and the statement is sent only once a server
+// is proven the primary. err is why the first borrow failed; the error
+// of a wait that ends says how long it waited, and why there was no
+// primary (each host's state).
 func (r *router) awaitPrimary(ctx context.Context, slot bool, err error) (lease, error) {
 	start := time.Now()
-	deadline := start.Add(r.cfg.ConnectTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
+	wctx, limit := ctx, "until the context's deadline"
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, r.cfg.ConnectTimeout)
+		defer cancel()
+		limit = fmt.Sprintf("pgreplica_connect_timeout %v, the context having no deadline", r.cfg.ConnectTimeout)
 	}
 	tick := time.NewTicker(primaryRetry)
 	defer tick.Stop()
-	for time.Now().Before(deadline) {
+	for {
 		r.mon.pokeAll()
 		select {
-		case <-ctx.Done():
-			return lease{}, fmt.Errorf("%w (waited %v for the primary, within pgreplica_connect_timeout %v: %w)", err, roundWait(time.Since(start)), r.cfg.ConnectTimeout, ctx.Err())
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return lease{}, fmt.Errorf("%w (waited %v for a primary, %s: %w)", err, roundWait(time.Since(start)), limit, ctx.Err())
+			}
+			return lease{}, fmt.Errorf("%w (waited %v for a primary, %s)", err, roundWait(time.Since(start)), limit)
 		case <-tick.C:
 		case <-r.mon.changedCh():
 		}
@@ -274,13 +293,12 @@ func (r *router) awaitPrimary(ctx context.Context, slot bool, err error) (lease,
 				return l, lerr
 			}
 			err = lerr
-		case !r.primaryMomentarilyDown(t):
+		case !primaryAwaited(t):
 			return lease{}, t.writeErr
 		default:
 			err = t.writeErr
 		}
 	}
-	return lease{}, err
 }
 
 // endCheckTx ends the transaction of a lease whose check began one, once

@@ -181,6 +181,7 @@ func (m *monitor) applyStatus(n *node, st *nodeStatus) {
 // publish installs a new topology and logs role-level changes.
 func (m *monitor) publish(t *topology) {
 	t.marks = m.marks.marksFor(t.sysid)
+	t.primarySeen = t.primaryNode() != nil || m.topo.Load().primarySeen // one publisher: no race
 	prev := m.topo.Swap(t)
 	if prev.primaryHost() != t.primaryHost() {
 		if p := t.primaryNode(); p != nil {

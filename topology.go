@@ -32,8 +32,12 @@ type topology struct {
 	sysid    uint64
 	timeline uint32
 	// marks are the process watermarks of the cluster, set when the
-	// topology is published (Connector.marksOf).
+	// topology is published (handleMarks.of).
 	marks *clusterMarks
+	// primarySeen: this or an earlier published topology had a primary,
+	// so one without is a failover's window, which a write waits out
+	// (awaitPrimary), not a handle given replicas only (set by publish).
+	primarySeen bool
 }
 
 // nodeView is one host as the monitor saw it when the topology was built.

@@ -284,8 +284,12 @@ func (c *Cluster) withLogs(err error, i int) error {
 	return fmt.Errorf("%w%s", err, b.String())
 }
 
-// node returns node i after checking that the cluster is open.
+// node returns node i after checking that the cluster is open (and that
+// there is a node i: Primary is -1 between Demote and Promote).
 func (c *Cluster) node(i int) (*node, error) {
+	if i < 0 || i >= len(c.nodes) {
+		return nil, fmt.Errorf("integration: no node %d (the cluster has %d; -1: no primary)", i, len(c.nodes))
+	}
 	n := c.nodes[i]
 	c.mu.Lock()
 	defer c.mu.Unlock()

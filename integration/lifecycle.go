@@ -103,6 +103,23 @@ func (c *Cluster) Promote(ctx context.Context, i int) error {
 	return nil
 }
 
+// Demote turns primary i into a replica of replica upstream, as the
+// first half of a switchover does: it stops node i cleanly (its shutdown
+// checkpoint reaches the replicas), makes it follow upstream and starts
+// it. Until Promote(upstream), every node is in recovery and the cluster
+// has no primary; upstream then leaves recovery on a new timeline, which
+// node i follows (it stopped at a point upstream has replayed). Call
+// WaitStreaming after the promotion.
+func (c *Cluster) Demote(ctx context.Context, i, upstream int) error {
+	if c.Primary() != i {
+		return fmt.Errorf("integration: node %d is not the primary", i)
+	}
+	c.mu.Lock()
+	c.primary = -1
+	c.mu.Unlock()
+	return c.repoint(ctx, i, upstream)
+}
+
 // Repoint makes node i a replica of node upstream: it stops node i if it
 // runs, points primary_conninfo at upstream (in postgresql.auto.conf, with
 // application_name "replica<i>"), makes sure standby.signal exists and
@@ -114,16 +131,24 @@ func (c *Cluster) Promote(ctx context.Context, i int) error {
 // the same way if it was stopped cleanly before the promotion; one that
 // diverged never streams (the harness does not run pg_rewind).
 func (c *Cluster) Repoint(ctx context.Context, i, upstream int) error {
+	if c.Primary() == i {
+		return fmt.Errorf("integration: node %d is the primary; promote another node first", i)
+	}
+	return c.repoint(ctx, i, upstream)
+}
+
+// repoint is Repoint without its check that node i is not the primary.
+func (c *Cluster) repoint(ctx context.Context, i, upstream int) error {
 	n, err := c.node(i)
 	if err != nil {
+		return err
+	}
+	if _, err := c.node(upstream); err != nil {
 		return err
 	}
 	up := c.nodes[upstream]
 	if i == upstream {
 		return fmt.Errorf("integration: node %d cannot follow itself", i)
-	}
-	if c.Primary() == i {
-		return fmt.Errorf("integration: node %d is the primary; promote another node first", i)
 	}
 	if err := c.stopNode(ctx, n); err != nil {
 		return err
