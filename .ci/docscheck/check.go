@@ -65,7 +65,7 @@ func defaultConfig(root string) config {
 		readme:          "README.md",
 		// The test command .ci/run runs: CI requires README to name it.
 		mustContain: []string{"go test -race -count=1 -p 1 $(go list -m -f '{{.Dir}}/...')"},
-		docGlobs:    []string{"README.md", "docs/*.md"},
+		docGlobs:    []string{"README.md", "docs/*.md", "docs/pictures/*.md"},
 	}
 }
 
