@@ -87,8 +87,10 @@ type Config struct {
 	// that has to connect first) when the caller's context has no earlier
 	// deadline; default 5s.
 	ConnectTimeout time.Duration
-	// MonitorInterval is how often the topology monitor polls every host
-	// while the connector serves statements; default 250ms.
+	// MonitorInterval is how often the topology monitor polls the
+	// replicas while the connector serves statements; default 250ms. A
+	// busy primary is polled every two IdleMonitorIntervals, the
+	// statements' own traffic standing in for the rest.
 	MonitorInterval time.Duration
 	// IdleMonitorInterval is how often it polls them while no statement
 	// ran for a MonitorInterval (an idle process of a fleet costs every

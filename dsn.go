@@ -80,7 +80,7 @@ import (
 //	pgreplica_fallback               when no replica qualifies: primary (default), error, or stale (untokened reads only)
 //	pgreplica_fallback_wait          longest wait for a fallback slot on the primary, > 0 (default 5s)
 //	pgreplica_stale_fallback_lag     lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)
-//	pgreplica_max_primary_fallbacks  concurrent reads fallen back to the primary, >= 0 (default 5)
+//	pgreplica_max_primary_fallbacks  concurrent reads fallen back to the primary, > 0 (default 5)
 //	pgreplica_policy                 replica choice: round_robin (default), random, least_lag or latency
 //	pgreplica_zone                   the client's zone; replicas in it are preferred
 //	pgreplica_zones                  zones of the hosts, comma-separated, one per host in host order
@@ -268,7 +268,7 @@ var dsnOptions = []dsnOption{
 	{"pgreplica_fallback", "when no replica qualifies: primary (default), error, or stale (untokened reads only)", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.Fallback, fallbackNames) }},
 	{"pgreplica_fallback_wait", "longest wait for a fallback slot on the primary, > 0 (default 5s)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.FallbackWait, Rule: dsnopt.Positive} }},
 	{"pgreplica_stale_fallback_lag", "lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.StaleFallbackLag, Rule: dsnopt.NonNegative} }},
-	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, >= 0 (default 5)", func(c *Config) dsnopt.Value { return dsnopt.Int{P: &c.MaxPrimaryFallbacks} }},
+	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, > 0 (default 5)", func(c *Config) dsnopt.Value { return dsnopt.Int{P: &c.MaxPrimaryFallbacks, Min: 1} }},
 	{"pgreplica_policy", "replica choice: round_robin (default), random, least_lag or latency", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.Policy, policyNames) }},
 	{"pgreplica_zone", "the client's zone; replicas in it are preferred", func(c *Config) dsnopt.Value { return dsnopt.String{P: &c.Zone} }},
 	{"pgreplica_zones", "zones of the hosts, comma-separated, one per host in host order", func(c *Config) dsnopt.Value { return dsnZonesOpt{c} }},
