@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/pgxtrace"
+	"github.com/pgreplica/pgreplica/internal/prober"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -136,7 +137,7 @@ func (c *Connector) capturerFor(m *clusterMarks) *Connector {
 
 // readPrimaryLSN reads the primary's flush position (the insert position
 // when a commit may have been asynchronous) on the primary's probe
-// connection (prober.go): captures never wait for a pooled connection
+// connection (internal/prober): captures never wait for a pooled connection
 // behind the statements they serve, nor take one from them, and cost the
 // primary no connection of their own. Only while there is no probe
 // connection (before the first probe, after a failed one) does a capture
@@ -150,13 +151,14 @@ func (c *Connector) readPrimaryLSN(ctx context.Context, async bool) (LSN, error)
 	if pv == nil {
 		return 0, t.writeErr
 	}
-	lsn, at, err := pv.n.prober.queryLSN(ctx, lsnSQL(async), c.cfg.ProbeTimeout)
+	pos, at, err := pv.n.prober.QueryLSN(ctx, lsnSQL(async), c.cfg.ProbeTimeout)
+	lsn := LSN(pos)
 	if err == nil && !async {
 		// The flush position, as a probe reads it: a sample of the lag
 		// tracker (the probe it may stand in for would have added one).
 		c.primaryLSNs.Add(at, uint64(lsn))
 	}
-	if !errors.Is(err, errNoProbeConn) {
+	if !errors.Is(err, prober.ErrNoConn) {
 		return lsn, err
 	}
 	c.capture.connMu.Lock()
