@@ -13,6 +13,7 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 
+	"github.com/pgreplica/pgreplica/internal/prober"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -100,12 +101,12 @@ func startMockCluster(t *testing.T, cfg Config, wrap func(i int, mc mockConnecto
 		n.pool.identify = nil
 	}
 	sysid := 1000 + mockSysIDs.Add(1)
-	c.probe = func(_ context.Context, n *node) *nodeStatus {
+	c.probe = func(_ context.Context, n *node) *prober.Status {
 		r := roleReplica
 		if n.idx == 0 {
 			r = rolePrimary
 		}
-		return &nodeStatus{role: r, lsn: 0x100, timeline: 1, sysid: sysid, at: time.Now()}
+		return standInAnswer(r, 0x100, sysid)
 	}
 	if err := c.start(context.Background()); err != nil {
 		t.Fatal(err)

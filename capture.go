@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/pgxtrace"
+	"github.com/pgreplica/pgreplica/internal/prober"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -126,7 +127,7 @@ func (r *router) capturerFor(m *clusterMarks) *router {
 
 // readPrimaryLSN reads the primary's flush position (the insert position
 // when a commit may have been asynchronous) on the primary's probe
-// connection (prober.go): captures never wait for a pooled connection
+// connection (internal/prober): captures never wait for a pooled connection
 // behind the statements they serve, nor take one from them, and cost the
 // primary no connection of their own. Only while there is no probe
 // connection (before the first probe, after a failed one) does a capture
@@ -140,13 +141,14 @@ func (r *router) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
 	if pv == nil {
 		return 0, t.writeErr
 	}
-	lsn, at, err := pv.n.prober.queryLSN(ctx, lsnSQL(async), r.cfg.ProbeTimeout)
+	pos, at, err := pv.n.prober.QueryLSN(ctx, lsnSQL(async), r.cfg.ProbeTimeout)
+	lsn := LSN(pos)
 	if err == nil && !async {
 		// The flush position, as a probe reads it: a sample of the lag
 		// tracker (the probe it may stand in for would have added one).
-		r.primaryLSNs.Add(at, uint64(lsn))
+		r.primaryLSNs.Add(at, pos)
 	}
-	if !errors.Is(err, errNoProbeConn) {
+	if !errors.Is(err, prober.ErrNoConn) {
 		return lsn, err
 	}
 	r.capture.connMu.Lock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/hedging"
+	"github.com/pgreplica/pgreplica/internal/prober"
 )
 
 // Connector is a pgreplica driver.Connector: give it to sql.OpenDB. It owns
@@ -30,12 +31,12 @@ type Connector struct {
 	// inner makes a node's inner connector (innerConnector; unit tests
 	// substitute their own).
 	inner innerFunc
-	// sharedProbes: the nodes take the process's probers (prober.go).
+	// sharedProbes: the nodes take the process's probers (internal/prober).
 	// Unit tests, which make their connectors with inner drivers of their
 	// own, get probers private to each node, where probe, when set,
 	// stands in for the probe.
 	sharedProbes bool
-	probe        func(context.Context, *node) *nodeStatus
+	probe        func(context.Context, *node) *prober.Status
 
 	startOnce sync.Once
 	// startErr is why the start failed: a resolved address that the
@@ -209,25 +210,22 @@ func (c *Connector) acquireProbers() {
 }
 
 // acquireProber gives n its prober: the process's for its address
-// (prober.go), or one of its own (see sharedProbes).
+// (internal/prober), or one of its own (see sharedProbes).
 func (c *Connector) acquireProber(n *node) {
 	if !c.sharedProbes {
-		n.prober = newProber(n.inner, c.cfg.ExcludeSyncStandby)
-		n.prober.key = c.proberKey(n)
+		n.prober = prober.New(c.proberKey(n), n.proberConfig())
 		if c.probe != nil {
-			n.prober.probeFn = func(ctx context.Context) *nodeStatus { return c.probe(ctx, n) }
+			n.prober.StandIn(func(ctx context.Context) *prober.Status { return c.probe(ctx, n) })
 		}
-		n.prober.start()
+		n.prober.Start()
 		return
 	}
-	n.prober = processProbers.acquire(c.proberKey(n), func() *prober {
-		return newProber(n.inner, c.cfg.ExcludeSyncStandby)
-	})
+	n.prober = prober.Acquire(c.proberKey(n), n.proberConfig())
 }
 
-func (c *Connector) proberKey(n *node) proberKey {
-	return proberKey{driver: c.cfg.Driver, dsn: c.cfg.hostDSN(n.host), pin: n.pin, connectTimeout: c.cfg.ConnectTimeout,
-		timeout: c.cfg.ProbeTimeout, fullProbes: c.cfg.ExcludeSyncStandby, pgx: c.cfg.Pgx.monitorKey()}
+func (c *Connector) proberKey(n *node) prober.Key {
+	return prober.Key{Driver: c.cfg.Driver, DSN: c.cfg.hostDSN(n.host), Pin: n.pin, ConnectTimeout: c.cfg.ConnectTimeout,
+		Timeout: c.cfg.ProbeTimeout, FullProbes: c.cfg.ExcludeSyncStandby, Pgx: c.cfg.Pgx.monitorKey()}
 }
 
 // releaseProbers lets go of the probers (after the monitor stopped).
@@ -242,12 +240,8 @@ func (c *Connector) releaseProbers() {
 // releaseProber lets go of n's prober: the last handle on one stops it
 // and closes its connection.
 func (c *Connector) releaseProber(n *node) {
-	switch {
-	case n.prober == nil:
-	case n.prober.registry == nil:
-		n.prober.stop()
-	default:
-		n.prober.registry.release(n.prober)
+	if n.prober != nil {
+		n.prober.Release()
 	}
 }
 

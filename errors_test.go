@@ -19,6 +19,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/pgreplica/pgreplica/internal/lagtrack"
+	"github.com/pgreplica/pgreplica/internal/prober"
 )
 
 // topologyAfter applies one probe result per host, as the monitor does
@@ -222,8 +223,8 @@ func TestReadWithNothingToServeItSaysWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.probe = func(context.Context, *node) *nodeStatus {
-		return &nodeStatus{role: roleReplica, lsn: 0x100, timeline: 1, sysid: 7, at: time.Now()}
+	c.probe = func(context.Context, *node) *prober.Status {
+		return standInAnswer(roleReplica, 0x100, 7)
 	}
 	db := sql.OpenDB(c)
 	defer db.Close()

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/lagtrack"
+	"github.com/pgreplica/pgreplica/internal/prober"
 )
 
 // monitor is a connector's side of the probing: each of its nodes takes
-// the answers of its address's prober (prober.go), which has a loop of its
-// own, so a host that hangs (a black-holed address waiting out its
-// connect timeout) never delays what the others report. After every
-// answer the monitor rebuilds and publishes the topology.
+// the answers of its address's prober (internal/prober; subscriber.go),
+// which has a loop of its own, so a host that hangs (a black-holed
+// address waiting out its connect timeout) never delays what the others
+// report. After every answer the monitor rebuilds and publishes the
+// topology.
 //
 // It is handed what it works on (newMonitor): the connector's nodes and
 // the mutex that guards their membership, the topology pointer it
@@ -53,9 +55,6 @@ type monitor struct {
 // whole connect timeout.
 const readyGrace = time.Second
 
-// maxProbeBackoff caps how rarely a failing host is probed.
-const maxProbeBackoff = 2 * time.Second
-
 // monitorSettings are the settings of a connector its monitor reads.
 type monitorSettings struct {
 	// password is redacted from the errors a probe reports.
@@ -78,38 +77,14 @@ func newMonitor(nodes *atomic.Pointer[[]*node], membersMu *sync.Mutex, topo *ato
 // nodeList returns the nodes routed over now (see Connector.nodes).
 func (m *monitor) nodeList() []*node { return *m.nodes.Load() }
 
-// run subscribes every node to its prober (prober.go) and returns when
-// ctx ends and every node unsubscribed: from then on no answer reaches
-// the handle.
-func (m *monitor) run(ctx context.Context) {
-	m.started = time.Now()
-	m.membersMu.Lock()
-	for _, n := range m.nodeList() {
-		if !n.retired.Load() {
-			n.prober.subscribe(n, m)
-		}
-	}
-	m.subscribed = true // resolve.go subscribes the nodes it adds
-	m.membersMu.Unlock()
-	<-ctx.Done()
-	m.membersMu.Lock()
-	m.subscribed, m.stopped = false, true
-	for _, n := range m.nodeList() {
-		if !n.retired.Load() {
-			n.prober.unsubscribe(n)
-		}
-	}
-	m.membersMu.Unlock()
-}
-
 // apply takes a probe's answer for n (the prober hands it to each of its
 // subscribers, under its lock) and publishes the new topology. The answer
 // is shared: n gets a copy carrying n's record of the server.
-func (m *monitor) apply(n *node, shared *nodeStatus) {
-	if shared.seq <= n.applied.Load() {
+func (m *monitor) apply(n *node, shared *prober.Status) {
+	if shared.Seq <= n.applied.Load() {
 		return
 	}
-	st := *shared
+	st := nodeStatusOf(shared)
 	if st.err == nil && st.id != (serverID{}) {
 		if st.pooled {
 			n.setPooled()
@@ -117,7 +92,7 @@ func (m *monitor) apply(n *node, shared *nodeStatus) {
 		st.server = n.noteServer(st.id)
 	}
 	m.applyStatus(n, &st)
-	n.applied.Store(st.seq)
+	n.applied.Store(shared.Seq)
 	n.probes.Add(1)
 	m.rebuild()
 	n.pool.reap()
@@ -263,7 +238,7 @@ func (m *monitor) refresh(ctx context.Context) error {
 	nodes := m.nodeList()
 	before := make([]uint64, len(nodes))
 	for i, n := range nodes {
-		before[i] = n.prober.started.Load()
+		before[i] = n.prober.Started()
 	}
 	m.pokeAll()
 	for {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgreplica/pgreplica/internal/hedging"
 	"github.com/pgreplica/pgreplica/internal/probe"
+	"github.com/pgreplica/pgreplica/internal/prober"
 )
 
 // role is what a node answered to pg_is_in_recovery().
@@ -35,7 +36,9 @@ func (r role) String() string {
 	return RoleUnknown
 }
 
-// nodeStatus is one probe's answer, published immutably.
+// nodeStatus is a node's copy of its prober's answer (prober.Status) in
+// the router's types, with what the node adds to it (replayRate, server);
+// published immutably.
 type nodeStatus struct {
 	role     role
 	err      error // last probe error; nil when healthy
@@ -81,8 +84,22 @@ type nodeStatus struct {
 	id     serverID
 	server *server
 	pooled bool
-	// seq numbers the prober's probes (prober.started).
-	seq uint64
+}
+
+// nodeStatusOf is a node's copy of a prober's answer (server and
+// replayRate are the node's to fill).
+func nodeStatusOf(a *prober.Status) nodeStatus {
+	st := nodeStatus{err: a.Err, lsn: LSN(a.LSN), receive: LSN(a.Receive), paused: a.Paused, timeline: a.Timeline, sysid: a.Sysid,
+		receiver: a.Receiver, appName: a.AppName, statsHidden: a.StatsHidden, receiverHidden: a.ReceiverHidden,
+		denied: a.Denied, user: a.User, syncStates: a.SyncStates, asyncDefault: a.AsyncDefault, applyDelay: a.ApplyDelay,
+		at: a.At, rtt: a.RTT, sent: a.Sent, connSince: a.ConnSince, restarted: a.Restarted, id: serverIDOf(a.Server), pooled: a.Pooled}
+	switch a.Role {
+	case prober.Primary:
+		st.role = rolePrimary
+	case prober.Replica:
+		st.role = roleReplica
+	}
+	return st
 }
 
 func (s *nodeStatus) healthy() bool { return s != nil && s.err == nil && s.role != roleUnknown }
@@ -138,10 +155,10 @@ type node struct {
 	// which reads the topology snapshot).
 	status atomic.Pointer[nodeStatus]
 
-	// prober probes the address for the whole process (prober.go);
-	// probes counts its answers this node took, applied the last one's
-	// number (nodeStatus.seq).
-	prober  *prober
+	// prober probes the address for the whole process
+	// (internal/prober); probes counts its answers this node took,
+	// applied the last one's number (prober.Status.Seq).
+	prober  *prober.Prober
 	probes  atomic.Int64
 	applied atomic.Uint64
 
@@ -166,7 +183,7 @@ func (n *node) markSuspect() {
 // poke asks for an early probe without blocking.
 func (n *node) poke() {
 	if n.prober != nil {
-		n.prober.poke()
+		n.prober.Poke()
 	}
 }
 

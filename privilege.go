@@ -1,14 +1,11 @@
 package pgreplica
 
 import (
-	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/pgreplica/pgreplica/internal/inner"
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
@@ -19,31 +16,15 @@ import (
 // pg_stat_wal_receiver has its pid and NULL status, conninfo and
 // received_tli, and pg_stat_replication NULL state and sync_state. The
 // monitor asks pg_has_role on every probe, so a GRANT takes effect at the
-// next one. A platform may also revoke functions from PUBLIC: the monitor
+// next one. A platform may also revoke functions from PUBLIC: the prober
 // checks them when it connects (internal/probe lists them: probe.Fn) and
-// does without those it can, or fails loudly (ErrInsufficientPrivilege)
-// for those it cannot.
+// does without those it can, or fails loudly (ErrInsufficientPrivilege,
+// deniedError) for those it cannot.
 
 // StatusNeedsMonitor is what NodeStatus.Receiver and NodeStatus.SyncState
 // read when PostgreSQL hides them from the connecting role (it lacks
 // pg_read_all_stats, which pg_monitor includes).
 const StatusNeedsMonitor = "unknown (needs pg_monitor)"
-
-// checkPrivileges returns the functions and views the role of c may not
-// use, and the role's name.
-func checkPrivileges(ctx context.Context, c driver.Conn) (probe.Fn, string, error) {
-	rows, err := inner.Query(ctx, c, probe.PrivilegeSQL, nil)
-	if err != nil {
-		return 0, "", fmt.Errorf("probe: checking privileges: %w", err)
-	}
-	defer rows.Close()
-	vals := make([]driver.Value, probe.PrivilegeColumns)
-	if err := rows.Next(vals); err != nil {
-		return 0, "", fmt.Errorf("probe: checking privileges: %w", err)
-	}
-	denied, user := probe.ReadPrivileges(vals)
-	return denied, user, nil
-}
 
 // privilegeError is an error matching ErrInsufficientPrivilege, and
 // ErrBadConfig when config is set (a Config option the role cannot serve).

@@ -146,7 +146,7 @@ func (c *Connector) setAddrs(entry int, cur []*node, addrs []string) error {
 			c.acquireProber(n)
 		}
 		if subscribed {
-			n.prober.subscribe(n, c.mon)
+			c.mon.subscribe(n)
 		}
 	}
 	for _, n := range cur {
@@ -156,7 +156,7 @@ func (c *Connector) setAddrs(entry int, cur []*node, addrs []string) error {
 		n.retired.Store(true)
 		changed = true
 		if subscribed {
-			n.prober.unsubscribe(n)
+			c.mon.unsubscribe(n)
 		}
 		if started {
 			c.releaseProber(n)

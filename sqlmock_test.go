@@ -14,6 +14,7 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pgreplica/pgreplica/internal/probe"
+	"github.com/pgreplica/pgreplica/internal/prober"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
@@ -32,6 +33,19 @@ type mockCluster struct {
 	// sysid is this cluster's own system identifier: the process
 	// watermark is per cluster and process-wide, so tests must not share one.
 	sysid uint64
+}
+
+// standInAnswer is what a stand-in probe (Connector.probe) answers: a
+// healthy node of role r at lsn, on timeline 1 of cluster sysid.
+func standInAnswer(r role, lsn LSN, sysid uint64) *prober.Status {
+	st := &prober.Status{LSN: uint64(lsn), Timeline: 1, Sysid: sysid, At: time.Now()}
+	switch r {
+	case rolePrimary:
+		st.Role = prober.Primary
+	case roleReplica:
+		st.Role = prober.Replica
+	}
+	return st
 }
 
 // mockSysIDs hands each mock cluster a system identifier of its own.
@@ -81,10 +95,10 @@ func newMockCluster(t *testing.T, replicas int, tweak func(*Config)) *mockCluste
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.probe = func(_ context.Context, n *node) *nodeStatus {
+	c.probe = func(_ context.Context, n *node) *prober.Status {
 		mc.mu.Lock()
 		defer mc.mu.Unlock()
-		return &nodeStatus{role: mc.roles[n.idx], lsn: mc.lsns[n.idx], timeline: 1, sysid: mc.sysid, at: time.Now()}
+		return standInAnswer(mc.roles[n.idx], mc.lsns[n.idx], mc.sysid)
 	}
 	for _, n := range c.nodeList() {
 		n.pool.identify = nil

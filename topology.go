@@ -246,7 +246,7 @@ func (t *topology) exclusion(i int, excludeSync bool) rejection {
 // streaming replica had received when it was probed: the primary had
 // flushed at least that much then (a WAL sender sends only flushed WAL).
 // Busy, the primary is probed about every two seconds (traffic stands in for
-// the rest: prober.trafficStandsIn); the replicas' probes, at the busy
+// the rest: internal/prober's trafficStandsIn); the replicas' probes, at the busy
 // rate, keep the samples time lag is measured with as dense as before,
 // at no cost to the primary. A lower bound: the lag they measure can
 // only be shorter by what is in flight to the replica.
@@ -278,7 +278,7 @@ func (t *topology) measureLag(v *nodeView, lags *lagtrack.Tracker) {
 	}
 	// The primary's position when the replica was sampled: from the
 	// tracker, whose samples include captures newer than the primary's
-	// last probe (prober.captureStandsIn) and the replicas' received
+	// last probe (internal/prober's captureStandsIn) and the replicas' received
 	// positions (sampleReceived); without one, the probe's.
 	primary := p.status.lsn
 	if pos, ok := lags.PositionAt(v.status.at); ok {

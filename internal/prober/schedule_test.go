@@ -1,4 +1,4 @@
-package pgreplica
+package prober
 
 import (
 	"testing"
@@ -10,21 +10,21 @@ import (
 // is younger than two idle intervals; never for a replica, a failed host,
 // without statements, or once the last probe is that old.
 func TestTrafficStandsInForThePrimarysProbe(t *testing.T) {
-	p := newProber(nil, false)
+	p := New(Key{}, Config{})
 	now := time.Now()
 	for _, tc := range []struct {
 		name   string
-		st     *nodeStatus
+		st     *Status
 		lent   int64 // at the last look 10; now:
 		probed time.Duration
 		want   bool
 	}{
-		{"primary, statements ran, recent probe", &nodeStatus{role: rolePrimary}, 12, 300 * time.Millisecond, true},
-		{"primary, no statement since", &nodeStatus{role: rolePrimary}, 10, 300 * time.Millisecond, false},
-		{"primary, last probe an idle interval ago", &nodeStatus{role: rolePrimary}, 12, time.Second, true},
-		{"primary, last probe two idle intervals ago", &nodeStatus{role: rolePrimary}, 12, 2 * time.Second, false},
-		{"replica", &nodeStatus{role: roleReplica}, 12, 10 * time.Millisecond, false},
-		{"failed primary", &nodeStatus{role: rolePrimary, err: errNoProbeConn}, 12, 10 * time.Millisecond, false},
+		{"primary, statements ran, recent probe", &Status{Role: Primary}, 12, 300 * time.Millisecond, true},
+		{"primary, no statement since", &Status{Role: Primary}, 10, 300 * time.Millisecond, false},
+		{"primary, last probe an idle interval ago", &Status{Role: Primary}, 12, time.Second, true},
+		{"primary, last probe two idle intervals ago", &Status{Role: Primary}, 12, 2 * time.Second, false},
+		{"replica", &Status{Role: Replica}, 12, 10 * time.Millisecond, false},
+		{"failed primary", &Status{Role: Primary, Err: ErrNoConn}, 12, 10 * time.Millisecond, false},
 		{"never probed", nil, 12, 10 * time.Millisecond, false},
 	} {
 		p.last, p.lent = tc.st, 10
@@ -39,22 +39,22 @@ func TestTrafficStandsInForThePrimarysProbe(t *testing.T) {
 // probe is younger than two idle intervals; never for a replica, a failed
 // host, after a stale capture or once the last probe is that old.
 func TestCaptureStandsInForThePrimarysProbe(t *testing.T) {
-	p := newProber(nil, false)
+	p := New(Key{}, Config{})
 	now := time.Now()
 	for _, tc := range []struct {
 		name     string
-		st       *nodeStatus
+		st       *Status
 		captured time.Duration // ago; 0: never
 		probed   time.Duration // ago
 		want     bool
 	}{
-		{"primary, fresh capture, recent probe", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, 300 * time.Millisecond, true},
-		{"primary, capture older than the interval", &nodeStatus{role: rolePrimary}, 300 * time.Millisecond, 300 * time.Millisecond, false},
-		{"primary, last probe an idle interval ago", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, time.Second, true},
-		{"primary, last probe two idle intervals ago", &nodeStatus{role: rolePrimary}, 10 * time.Millisecond, 2 * time.Second, false},
-		{"primary, never captured", &nodeStatus{role: rolePrimary}, 0, 10 * time.Millisecond, false},
-		{"replica", &nodeStatus{role: roleReplica}, 10 * time.Millisecond, 10 * time.Millisecond, false},
-		{"failed primary", &nodeStatus{role: rolePrimary, err: errNoProbeConn}, 10 * time.Millisecond, 10 * time.Millisecond, false},
+		{"primary, fresh capture, recent probe", &Status{Role: Primary}, 10 * time.Millisecond, 300 * time.Millisecond, true},
+		{"primary, capture older than the interval", &Status{Role: Primary}, 300 * time.Millisecond, 300 * time.Millisecond, false},
+		{"primary, last probe an idle interval ago", &Status{Role: Primary}, 10 * time.Millisecond, time.Second, true},
+		{"primary, last probe two idle intervals ago", &Status{Role: Primary}, 10 * time.Millisecond, 2 * time.Second, false},
+		{"primary, never captured", &Status{Role: Primary}, 0, 10 * time.Millisecond, false},
+		{"replica", &Status{Role: Replica}, 10 * time.Millisecond, 10 * time.Millisecond, false},
+		{"failed primary", &Status{Role: Primary, Err: ErrNoConn}, 10 * time.Millisecond, 10 * time.Millisecond, false},
 		{"never probed", nil, 10 * time.Millisecond, 10 * time.Millisecond, false},
 	} {
 		p.last = tc.st
