@@ -19,7 +19,8 @@ import (
 // (FATAL 57P01, then EOF). No write was in flight, so none may be reported
 // as ErrWriteOutcomeUnknown: once the monitor sees the primary again, the
 // next writes succeed on fresh connections; while it is stopped, a write
-// fails with ErrNoPrimary, naming the host and the refused connection. The
+// waits for a primary until its deadline, then fails with ErrNoPrimary,
+// naming the host and the refused connection and how long it waited. The
 // ping of long-idle connections (pgreplica_health_check_after) is turned
 // off, so that only the check of every pooled connection before it is lent
 // can tell the dead ones: with the ping, whether a restart outlasts its
@@ -76,6 +77,14 @@ func restartPrimary(t *testing.T, c *integration.Cluster, inner string) {
 		}
 	})
 	primary := fmt.Sprintf("127.0.0.1:%d", c.Port(0))
+	// While there is no primary a write waits for one until its context's
+	// deadline: these have a short one.
+	insertWithin := func(d time.Duration) error {
+		sctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		_, err := db.ExecContext(sctx, "INSERT INTO "+tbl+" (seq) VALUES (1)")
+		return err
+	}
 	refused := func(when string, err error) {
 		t.Helper()
 		switch {
@@ -87,12 +96,14 @@ func restartPrimary(t *testing.T, c *integration.Cluster, inner string) {
 			t.Errorf("%s: write %s: %v; want ErrNoPrimary", inner, when, err)
 		case !strings.Contains(err.Error(), primary) || !namesShutdown(err):
 			t.Errorf("%s: write %s: %q does not say that %s shut down or refused the connection", inner, when, err, primary)
+		case !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waited"):
+			t.Errorf("%s: write %s: %q does not say it waited for a primary until its deadline", inner, when, err)
 		}
 		t.Logf("%s: write %s: %v", inner, when, err)
 	}
 	// Whether or not the monitor noticed yet: the pool finds its
 	// connections dead, and a new one is refused.
-	refused("right after the stop", insert())
+	refused("right after the stop", insertWithin(2*time.Second))
 	// Once the monitor noticed: the topology says why.
 	wctx, cancel := within(ctx, 10*time.Second)
 	defer cancel()
@@ -102,7 +113,7 @@ func restartPrimary(t *testing.T, c *integration.Cluster, inner string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err := insert()
+	err := insertWithin(2 * time.Second)
 	refused("once the monitor saw the primary down", err)
 	if err != nil && !strings.Contains(err.Error(), "in recovery") {
 		t.Errorf("%s: %q does not say the other host is in recovery", inner, err)
