@@ -142,6 +142,10 @@ func TestSQLAfterConnectOnEveryServer(t *testing.T) {
 		}
 		return port, err
 	})
+	// Its probers, shared with the next handle's nodes (one per address
+	// for the process), would probe for it every 250 ms and could show the
+	// replica caught up before the read flies.
+	db.Close()
 
 	db, cn := openHooked(t, hooked, "pgreplica_monitor_interval=1h", "pgreplica_hedge_delay=-1s")
 	itest.AwaitRTT(t, cn)
