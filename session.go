@@ -374,6 +374,20 @@ func (s *Session) advance(lsn LSN, timeline uint32, sysid uint64) bool {
 	return true
 }
 
+// settleUnreachable replaces the unreachable position the session kept
+// for cluster sysid (a write's position that could not be read while its
+// primary was gone, resolvePending) with lsn, what the cluster's primary
+// has written now: every write of the session that survived is at or
+// below it. Any other position of the session is left as it is.
+func (s *Session) settleUnreachable(sysid uint64, lsn LSN) {
+	if s == nil {
+		return
+	}
+	if p := s.pos(sysid, false); p != nil {
+		p.lsn.CompareAndSwap(uint64(unreachableLSN), uint64(lsn))
+	}
+}
+
 // advanceWrite records a write's commit position on cluster sysid: it
 // raises the cluster's watermark and write position, or marks the session
 // overflowed past the bound, and counts the write (WriteCount).

@@ -121,6 +121,12 @@ func (r *router) lowerUnwritten(ctx context.Context, pl *plan) (bool, error) {
 	if ok {
 		return false, nil // written, or no position read within the budget
 	}
+	if pl.need == unreachableLSN {
+		// The session's own write position could not be read before its
+		// primary went away: it resolves against what the primary has
+		// now, once, not on every read of the session.
+		pl.session.settleUnreachable(pl.topo.sysid, reachableLSN(now))
+	}
 	pl.need = reachableLSN(now)
 	pl.fresh = pl.replicas(true)
 	return true, nil

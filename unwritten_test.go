@@ -36,6 +36,38 @@ func TestRouteLowersUnwrittenPosition(t *testing.T) {
 	}
 }
 
+// TestSessionUnreachableSettles: a session whose write position could not
+// be read before its primary went away holds a position no server
+// reaches (resolvePending). Its next read lowers it to the primary's
+// position now, in the session too: the read after it costs no statement
+// on the primary, and both run on the replica.
+func TestSessionUnreachableSettles(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	mc.refresh()
+	sess := NewSession()
+	sess.advance(unreachableLSN, 1, mc.sysid)
+	ctx := WithSession(context.Background(), sess)
+	mc.expectInsertLSN("0/180") // once: the second read must not ask
+	mc.mocks[1].MatchExpectationsInOrder(false)
+	mc.expectReplayChecks(1, "0/180")
+	mc.mocks[1] = &lenientMock{mc.mocks[1]}
+	for range 2 {
+		mc.mocks[1].ExpectQuery("SELECT 1").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(1))
+	}
+	for i := range 2 {
+		var x int
+		if err := mc.db.QueryRowContext(ctx, "SELECT 1").Scan(&x); err != nil {
+			t.Fatalf("read %d: %v", i+1, err)
+		}
+		if got, _ := sess.lsnFor(mc.sysid); got != 0x180 {
+			t.Fatalf("after read %d the session is at %s, want the primary's 0/180", i+1, got)
+		}
+	}
+	if st := mc.c.Stats(); st.FallbackReads != 0 || st.ReplicaReads != 2 {
+		t.Fatalf("%d fallbacks, %d replica reads; want both on the replica", st.FallbackReads, st.ReplicaReads)
+	}
+}
+
 // TestRouteKeepsWrittenPosition: a position ahead of what the process
 // knows of the primary but not of the primary itself (a write of another
 // process) is waited for, then read on the primary: never lowered.
