@@ -13,14 +13,15 @@ import (
 	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/pgxtrace"
 	"github.com/pgreplica/pgreplica/internal/sqlstate"
+	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
 // A lease is one borrowed physical connection, held until its statement or
 // transaction is done; the primitive borrows make one: the primary's
-// connection (waiting a moment for a primary that is down for one), a
-// replica's within its hedge delay, the replica of a session's last read,
-// and the proof that a connection of an endpoint or a pooler reaches a
-// server with the read's position.
+// connection (waiting for one while there is none), a replica's within
+// its hedge delay, the replica of a session's last read, the proof that a
+// connection of an endpoint or a pooler reaches a server with the read's
+// position, and a connection to describe a statement on (describe).
 
 // lease is one physical connection borrowed under a plan.
 type lease struct {
@@ -336,4 +337,44 @@ func (r *router) watchStatement(ctx context.Context, l *lease) {
 	if r.pq {
 		l.watch = watchDeadline(ctx, l.p.socks, r.cfg.ProbeTimeout)
 	}
+}
+
+// describe asks the server to describe query and returns its parameter
+// count, or the server's error. It runs on the primary: the one server
+// that always has the newest schema (a replica behind a migration would
+// reject a statement that is valid now, or describe it as it was). Only
+// when there is no primary (a failover) does a provable read fall back to
+// a replica, so that reads prepared through database/sql, which prepares a
+// *sql.Stmt again on every conn it uses, keep working. A connection lost
+// before the answer is retried once on another: describing has no effect.
+func (r *router) describe(ctx context.Context, query string, cls stmtclass.Class) (int, error) {
+	for attempt := 0; ; attempt++ {
+		t := r.topo.Load()
+		l, err := r.leasePrimary(ctx, t, false)
+		if err != nil && errors.Is(err, ErrNoPrimary) && cls.Read && cls.Hint != stmtclass.HintPrimary {
+			l, err = r.leaseAnyReplica(ctx, t, err)
+		}
+		if err != nil {
+			return 0, err
+		}
+		n, err := l.p.wire.describe(ctx, l.p.conn, query)
+		l.release(err)
+		if err != nil && attempt == 0 && sqlstate.ConnLost(err) && ctx.Err() == nil {
+			continue
+		}
+		return n, err
+	}
+}
+
+// leaseAnyReplica borrows a connection to any replica the selection
+// filters accept, for a description while there is no primary; orig is
+// the reason there is none.
+func (r *router) leaseAnyReplica(ctx context.Context, t *topology, orig error) (lease, error) {
+	pl := plan{topo: t, read: true}
+	for set := pl.replicas(false); set != 0; set &= set - 1 {
+		if res, err := t.nodes[set.nth(0)].n.pool.acquire(ctx); err == nil {
+			return r.newLease(res, true, false), nil
+		}
+	}
+	return lease{}, orig
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/pgreplica/pgreplica/internal/inner"
-	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -87,46 +86,6 @@ func (cn *conn) closeBound(p *physical) {
 		s.closeInner(true)
 		return true
 	})
-}
-
-// describe asks the server to describe query and returns its parameter
-// count, or the server's error. It runs on the primary: the one server
-// that always has the newest schema (a replica behind a migration would
-// reject a statement that is valid now, or describe it as it was). Only
-// when there is no primary (a failover) does a provable read fall back to
-// a replica, so that reads prepared through database/sql, which prepares a
-// *sql.Stmt again on every conn it uses, keep working. A connection lost
-// before the answer is retried once on another: describing has no effect.
-func (c *Connector) describe(ctx context.Context, query string, cls stmtclass.Class) (int, error) {
-	for attempt := 0; ; attempt++ {
-		t := c.topo.Load()
-		l, err := c.leasePrimary(ctx, t, false)
-		if err != nil && errors.Is(err, ErrNoPrimary) && cls.Read && cls.Hint != stmtclass.HintPrimary {
-			l, err = c.leaseAnyReplica(ctx, t, err)
-		}
-		if err != nil {
-			return 0, err
-		}
-		n, err := l.p.wire.describe(ctx, l.p.conn, query)
-		l.release(err)
-		if err != nil && attempt == 0 && sqlstate.ConnLost(err) && ctx.Err() == nil {
-			continue
-		}
-		return n, err
-	}
-}
-
-// leaseAnyReplica borrows a connection to any replica the selection
-// filters accept, for a description while there is no primary; orig is
-// the reason there is none.
-func (c *Connector) leaseAnyReplica(ctx context.Context, t *topology, orig error) (lease, error) {
-	pl := plan{topo: t, read: true}
-	for set := pl.replicas(false); set != 0; set &= set - 1 {
-		if res, err := t.nodes[set.nth(0)].n.pool.acquire(ctx); err == nil {
-			return c.newLease(res, true, false), nil
-		}
-	}
-	return lease{}, orig
 }
 
 // bound returns the inner statement when it runs there now: the conn

@@ -33,7 +33,7 @@ import (
 const (
 	maxLargestCycle   = 6
 	maxMutualPairs    = 15
-	maxConnectorFiles = 5
+	maxConnectorFiles = 4
 )
 
 // The layers, top down, and their files.
