@@ -503,11 +503,10 @@ func TestRouteSessionPrimaryReadAfterReplicaRead(t *testing.T) {
 	mc := newMockCluster(t, 1, nil)
 	mc.refresh()
 	ctx := WithSession(context.Background(), NewSession())
+	// Every expectation first: the session's replica read schedules a
+	// background capture on the primary, which must not read the
+	// primary's expectations while the test adds to them (go-sqlmock).
 	mc.mocks[1].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
-	var x int
-	if err := mc.db.QueryRowContext(ctx, "SELECT x FROM t").Scan(&x); err != nil {
-		t.Fatal(err)
-	}
 	hidden := func(xids string) {
 		mc.mocks[0].ExpectQuery(probe.PrimaryHiddenSQL).WillReturnRows(sqlmock.NewRows([]string{"xids"}).AddRow(xids))
 	}
@@ -515,13 +514,17 @@ func TestRouteSessionPrimaryReadAfterReplicaRead(t *testing.T) {
 	mc.mocks[1].ExpectQuery(probe.ReplicaShowsSQL).WithArgs("{726}").WillReturnRows(sqlmock.NewRows([]string{"n"}).AddRow(1))
 	hidden("{}")
 	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
+	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
+	var x int
+	if err := mc.db.QueryRowContext(ctx, "SELECT x FROM t").Scan(&x); err != nil {
+		t.Fatal(err)
+	}
 	if err := mc.db.QueryRowContext(WithPrimary(ctx), "SELECT x FROM t").Scan(&x); err != nil {
 		t.Fatal(err)
 	}
 	if got := mc.c.Stats().PrimaryVisibilityWaits; got != 1 {
 		t.Fatalf("PrimaryVisibilityWaits %d, want 1", got)
 	}
-	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
 	if err := mc.db.QueryRowContext(WithPrimary(ctx), "SELECT x FROM t").Scan(&x); err != nil {
 		t.Fatal(err)
 	}
