@@ -254,15 +254,18 @@ func (s *hedgeSlot) launch() {
 		lost := s.state != hedgeRunning
 		if !lost {
 			s.second = l.p
+			if w.op != nil {
+				// Under the lock, while the first attempt has not won: once
+				// it has, its caller may close the operation (pgreplicapgx's
+				// rows clear what a copy reads).
+				r.op = w.op.Clone()
+			}
 		}
 		s.mu.Unlock()
 		if lost {
 			l.release(nil) // nothing was sent on it
 			s.end(hedgeResult{err: errHedgeLost})
 			return
-		}
-		if w.op != nil {
-			r.op = w.op.Clone()
 		}
 		r.rows, err = w.run(ctx, l.p, r.op)
 	}
