@@ -155,6 +155,24 @@ func (pl *plan) replicasLate(beside bool, now time.Time) bool {
 	return true
 }
 
+// withoutLate returns set without the replicas whose flights found them
+// behind writes older than the read's (flightages.go): a read flies to a
+// replica that may have its write, and to one that has not been tried,
+// so that every replica's flights learn, not only those of the one the
+// picker or an idle connection favours.
+func (pl *plan) withoutLate(set nodeSet, now time.Time) nodeSet {
+	if pl.pendingWriteAt.IsZero() {
+		return set
+	}
+	age, at := now.Sub(pl.pendingWriteAt), monoclock.Of(now)
+	for rest := set; rest != 0; rest &= rest - 1 {
+		if i := rest.nth(0); pl.topo.nodes[i].n.flights.late(age, at) {
+			set &^= 1 << uint(i)
+		}
+	}
+	return set
+}
+
 // youngWrite is the age under which a write is taken to be on no replica
 // yet when its position must be read before the read: about when its
 // background capture is due. Replication on a fast network takes about

@@ -120,7 +120,7 @@ func (r *router) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN
 		}
 		need = max(need, pl.lastReadBound)
 	}
-	set := pl.replicas(false)
+	set := pl.withoutLate(pl.replicas(false), time.Now())
 	if set == 0 {
 		return lease{}, 0, errNoFlightLease
 	}
