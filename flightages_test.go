@@ -82,4 +82,10 @@ func TestReplicasLateLearned(t *testing.T) {
 	if pl.replicasLate(true, now) {
 		t.Error("late though a replica showed a younger write")
 	}
+	// A session's read flies to the replica of its last read: its flights
+	// decide, whatever the others'.
+	pl.prefer = top.nodes[1].n
+	if !pl.replicasLate(true, now) {
+		t.Error("not late though the session's replica's flights found it behind older writes")
+	}
 }

@@ -140,6 +140,11 @@ func (pl *plan) replicasLate(beside bool, now time.Time) bool {
 	}
 	age := now.Sub(pl.pendingWriteAt)
 	ahead, at := p.n.rttEWMA()+age, monoclock.Of(now)
+	if pl.prefer != nil && pl.prefer.flights.late(age, at) {
+		// A session read flies to the replica of its last read
+		// (leaseUnproven): that one's flights decide.
+		return true
+	}
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
 		if v.n.endpoint.Load() {
