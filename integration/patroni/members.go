@@ -40,15 +40,15 @@ func (c *Cluster) RemoveMember(ctx context.Context, i int) error {
 	if err := c.Thaw(i); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	m.removed = true // first: a Patroni daemon that stops is no failure now
+	c.mu.Unlock()
 	if m.patroni != nil {
 		m.patroni.stop(syscall.SIGTERM, 30*time.Second)
 	}
 	if pm := postmasterPid(m.data); pm > 0 {
 		_ = signalPid(pm, syscall.SIGQUIT)
 	}
-	c.mu.Lock()
-	m.removed = true
-	c.mu.Unlock()
 	// A member that stops keeps its key in the store until its TTL runs
 	// out; delete it, as an operator removing the member would.
 	if err := c.deleteMemberKey(ctx, m.name); err != nil {

@@ -30,11 +30,21 @@ type Health struct {
 // streaming apart. The error says what the cluster looked like last.
 func (c *Cluster) WaitHealthy(ctx context.Context, replicas int) (Health, error) {
 	var h Health
-	err := c.poll(ctx, fmt.Sprintf("a leader and %d streaming replicas", replicas), func(ctx context.Context) (bool, string) {
+	var dead error
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	err := c.poll(pctx, fmt.Sprintf("a leader and %d streaming replicas", replicas), func(ctx context.Context) (bool, string) {
+		if dead = c.deadPatroni(); dead != nil {
+			cancel(dead) // it will not come back: no use waiting
+			return false, dead.Error()
+		}
 		var why string
 		h, why = c.health(ctx, replicas)
 		return why == "", why
 	})
+	if dead != nil {
+		return h, c.withState(dead)
+	}
 	if err != nil {
 		return h, fmt.Errorf("%w\n%s", err, c.Describe(ctx))
 	}
@@ -160,4 +170,19 @@ func (c *Cluster) index(name string) int {
 		}
 	}
 	return -1
+}
+
+// deadPatroni reports a live member whose Patroni daemon exited (it could
+// not bind its port, or its configuration is wrong), with its log.
+func (c *Cluster) deadPatroni() error {
+	for _, i := range c.Live() {
+		m := c.member(i)
+		c.mu.Lock()
+		p := m.patroni
+		c.mu.Unlock()
+		if p != nil && !p.running() {
+			return fmt.Errorf("patroni: m%d's Patroni daemon exited:\n%s", i, logTail(p.logPath, 20))
+		}
+	}
+	return nil
 }
