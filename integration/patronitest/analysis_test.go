@@ -162,7 +162,7 @@ func analyse(ops []op, fs *finalState, promotions []patroni.Promotion, events []
 			lostVersions[o.Key][o.Version] = true
 		}
 		if o.Err != nil {
-			out.writeErrors[errorClass(o.Err)]++
+			out.writeErrors[errorClass(c, o.Err)]++
 			out.failedOps = append(out.failedOps, *o)
 			continue
 		}
@@ -192,7 +192,7 @@ func analyse(ops []op, fs *finalState, promotions []patroni.Promotion, events []
 		}
 		out.reads++
 		if o.Err != nil {
-			out.readErrors[errorClass(o.Err)]++
+			out.readErrors[errorClass(c, o.Err)]++
 			out.failedOps = append(out.failedOps, *o)
 			continue
 		}
@@ -251,17 +251,34 @@ var (
 	lsnRE    = regexp.MustCompile(`\b[0-9A-F]+/[0-9A-F]+\b`)
 	addrRE   = regexp.MustCompile(`127\.0\.0\.1:\d+|\[::1\]:\d+`)
 	keyRE    = regexp.MustCompile(`^(write|read) \(\d+,\d+\)( v\d+)? \(([^)]*)\): `)
-	numberRE = regexp.MustCompile(`\d+(\.\d+)?(ms|µs|s)?`)
+	numberRE = regexp.MustCompile(`m?\d+(\.\d+)?(ms|µs|s)?`)
 )
 
-// errorClass is an error's message with the numbers, addresses and
-// positions that differ between occurrences taken out, for grouping.
-func errorClass(err error) string {
+// errorClass is an error's message with the numbers and positions that
+// differ between occurrences taken out, and members' addresses named
+// (m0, m1…), for grouping.
+func errorClass(c *patroni.Cluster, err error) string {
 	s := err.Error()
 	s = keyRE.ReplaceAllString(s, "$1 ($3): ")
 	s = lsnRE.ReplaceAllString(s, "<lsn>")
-	s = addrRE.ReplaceAllString(s, "<addr>")
-	s = numberRE.ReplaceAllString(s, "#")
+	s = addrRE.ReplaceAllStringFunc(s, func(a string) string {
+		_, port, _ := strings.Cut(a, "]:")
+		if port == "" {
+			_, port, _ = strings.Cut(a, ":")
+		}
+		if p, err := strconv.Atoi(port); err == nil {
+			if m := c.NodeAt(p); m >= 0 {
+				return fmt.Sprintf("<m%d>", m)
+			}
+		}
+		return "<addr>"
+	})
+	s = numberRE.ReplaceAllStringFunc(s, func(n string) string {
+		if strings.HasPrefix(n, "m") {
+			return n
+		}
+		return "#"
+	})
 	if len(s) > 240 {
 		s = s[:240] + "…"
 	}

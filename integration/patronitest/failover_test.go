@@ -8,6 +8,7 @@ package patronitest
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -80,12 +81,13 @@ func TestPatroniFailover(t *testing.T) {
 	defer roles.Stop()
 
 	var faults []fault
-	nemesis := func(kind string, do func() (from, to int, err error)) {
+	// nemesis lets the workload run, then runs do, which injects a fault
+	// (and says when), and waits until the cluster is healthy again.
+	nemesis := func(kind string, do func(f *fault) error) {
 		t.Helper()
 		dwellFor(ctx, *dwell)
 		f := fault{kind: kind, began: time.Now()}
-		var err error
-		if f.from, f.to, err = do(); err != nil {
+		if err := do(&f); err != nil {
 			t.Fatalf("%s: %v", kind, err)
 		}
 		f.leader = time.Now()
@@ -100,17 +102,34 @@ func TestPatroniFailover(t *testing.T) {
 			f.leader.Sub(f.began).Round(time.Millisecond), f.healthy.Sub(f.began).Round(time.Millisecond))
 		faults = append(faults, f)
 	}
-	nemesis("switchover", func() (int, int, error) { return c.Switchover(ctx, -1) })
-	nemesis("kill -9", func() (int, int, error) {
-		killed, err := c.Failover(ctx)
-		if err != nil {
-			return killed, -1, err
+	nemesis("switchover", func(f *fault) (err error) {
+		f.from, f.to, err = c.Switchover(ctx, -1)
+		return err
+	})
+	nemesis("kill -9", func(f *fault) (err error) {
+		if f.from, err = c.Leader(ctx); err != nil {
+			return err
 		}
-		leader, err := c.WaitLeader(ctx, killed)
-		return killed, leader, err
+		f.began = time.Now()
+		if err := c.Kill(f.from); err != nil {
+			return err
+		}
+		f.to, err = c.WaitLeader(ctx, f.from)
+		return err
 	})
 	if *freeze {
-		nemesis("freeze past the TTL", func() (int, int, error) { return c.FreezeLeader(ctx) })
+		// FreezeLeader, with the moment of the freeze.
+		nemesis("freeze past the TTL", func(f *fault) (err error) {
+			if f.from, err = c.Leader(ctx); err != nil {
+				return err
+			}
+			f.began = time.Now()
+			if err := c.Freeze(f.from); err != nil {
+				return errors.Join(err, c.Thaw(f.from))
+			}
+			f.to, err = c.WaitLeader(ctx, f.from)
+			return errors.Join(err, c.Thaw(f.from))
+		})
 	}
 	dwellFor(ctx, *dwell)
 	ops := halt()
@@ -251,6 +270,40 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 	for _, o := range patroni.Overlaps(events) {
 		p("  two servers out of recovery at once: members %v for %s from %s", o.Members, o.To.Sub(o.From).Round(time.Millisecond),
 			o.From.Format("15:04:05.000"))
+	}
+	for _, marking := range []bool{true, false} {
+		var ok, replica, failedReads, failedWrites, n int
+		for i := range w.ss {
+			if w.marks(i) != marking {
+				continue
+			}
+			n++
+			for _, o := range out.ops {
+				if o.Session != i {
+					continue
+				}
+				switch {
+				case o.Kind == checker.OpRead && o.Err == nil:
+					ok++
+					if !o.OnPrimary {
+						replica++
+					}
+				case o.Kind == checker.OpRead && !errors.Is(o.Err, errSawLost):
+					failedReads++
+				case o.Kind == checker.OpWrite && o.Err != nil && !errors.Is(o.Err, errLost):
+					failedWrites++
+				}
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		what := "not reading their watermark"
+		if marking {
+			what = "reading their watermark after each operation"
+		}
+		p("  %d sessions %s: %d reads, %.0f%% on replicas; %d reads and %d writes failed", n, what, ok,
+			100*float64(replica)/float64(max(ok, 1)), failedReads, failedWrites)
 	}
 	var stuck []string
 	for i, s := range w.ss {
