@@ -65,17 +65,23 @@ func (c *Cluster) Failover(ctx context.Context) (int, error) {
 	return leader, c.Kill(leader)
 }
 
-// Kill crashes member i's PostgreSQL: SIGKILL to its postmaster, then to
-// every other process of its data directory. Its Patroni daemon is left
-// running and reacts as it does to a crash.
+// Kill crashes member i's PostgreSQL as a crashed host would: SIGKILL to
+// its postmaster and, at once, to every other process of its data
+// directory (listed beforehand: a backend left running a few milliseconds
+// longer could still commit), then to any it forked meanwhile. Its Patroni
+// daemon is left running and reacts as it does to a crash.
 func (c *Cluster) Kill(i int) error {
 	m := c.member(i)
 	pm := postmasterPid(m.data)
 	if pm == 0 {
 		return c.withState(fmt.Errorf("patroni: m%d has no running postmaster", i))
 	}
+	others := procsIn(m.data, false)
 	if err := signalPid(pm, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("patroni: killing m%d's postmaster %d: %w", i, pm, err)
+	}
+	for _, pid := range others {
+		_ = signalPid(pid, syscall.SIGKILL)
 	}
 	for _, pid := range procsIn(m.data, false) {
 		_ = signalPid(pid, syscall.SIGKILL)

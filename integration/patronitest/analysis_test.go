@@ -279,8 +279,8 @@ func errorClass(c *patroni.Cluster, err error) string {
 		}
 		return "#"
 	})
-	if len(s) > 240 {
-		s = s[:240] + "…"
+	if len(s) > 400 {
+		s = s[:400] + "…"
 	}
 	return s
 }
