@@ -189,16 +189,18 @@ type Promotion struct {
 }
 
 // Promotions returns the promotions among events: each time a member
-// answers as a primary on a timeline higher than every timeline any
-// member was seen on before. The first primary seen counts as one.
+// answers as a primary on a timeline higher than any primary was seen on
+// before. The first primary seen counts as one. (Replicas' timelines do
+// not count: a replica that follows the new primary may answer before the
+// new primary itself does.)
 func Promotions(events []RoleEvent) []Promotion {
 	var out []Promotion
 	top := 0
 	for _, e := range events {
 		if e.Role == RolePrimary && e.Timeline > top {
 			out = append(out, Promotion{At: e.At, Member: e.Member, Timeline: e.Timeline})
+			top = e.Timeline
 		}
-		top = max(top, e.Timeline)
 	}
 	return out
 }
