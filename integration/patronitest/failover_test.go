@@ -1,0 +1,378 @@
+//go:build linux
+
+// Package patronitest runs pgreplica against a Patroni cluster (see
+// package patroni) while the manager moves the leader: a switchover, a
+// crash of the leader's PostgreSQL (kill -9) and a freeze of the leader
+// past its TTL, after which the old leader rejoins as a replica.
+package patronitest
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgreplica/pgreplica/integration/checker"
+	"github.com/pgreplica/pgreplica/integration/itest"
+	"github.com/pgreplica/pgreplica/integration/patroni"
+)
+
+var (
+	syncMode = flag.Bool("patroni.sync", true, "run Patroni with synchronous_mode on (then no acknowledged write may be lost)")
+	dcs      = flag.String("patroni.dcs", "etcd", "Patroni's etcd client: etcd (v2 API) or etcd3")
+	sessions = flag.Int("patroni.sessions", 8, "concurrent workload sessions")
+	dwell    = flag.Duration("patroni.dwell", 2*time.Second, "workload time before the first fault and after each one")
+	freeze   = flag.Bool("patroni.freeze", true, "freeze the leader past its TTL as the third fault")
+	marks    = flag.String("patroni.watermarks", "half", "sessions that read their watermark after each operation (Session.LSN, as the checker does) "+
+		"so that writes are checked to raise it: all, half (the even ones) or none")
+)
+
+// fault is one thing the nemesis did.
+type fault struct {
+	kind          string
+	began, leader time.Time // injected; the new leader accepted writes
+	healthy       time.Time // a leader and every replica streaming again
+	from, to      int
+}
+
+// TestPatroniFailover runs sessions through pgreplica, given every
+// member's address, each writing its own rows and reading them back
+// (and other sessions' rows), while Patroni switches the leader over,
+// fails over after a kill -9 of the leader's PostgreSQL, and (with
+// -patroni.freeze) after a freeze of the leader past its TTL, the old
+// leader rejoining as a replica each time. It asserts no read-your-writes,
+// monotonic-read or impossible read, no write that did not raise its
+// session's watermark, no acknowledged write started on a demoted primary
+// and, with synchronous_mode, no acknowledged write lost; it logs the
+// writes and reads that failed, grouped by error, the longest stretch
+// without a successful write and the time from each promotion to the first
+// write on the new leader.
+func TestPatroniFailover(t *testing.T) {
+	began := time.Now()
+	c := patroni.New(t, patroni.Options{SynchronousMode: *syncMode, DCS: *dcs})
+	started := time.Now()
+	ctx := itest.Ctx(t, 4*time.Minute)
+	h, err := c.WaitHealthy(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Exec(ctx, h.Leader, fmt.Sprintf(schema, *sessions-1, keys-1)); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := itest.Open(t, c.DSN())
+	db.SetMaxOpenConns(4 * *sessions)
+
+	roles := c.WatchRoles(20 * time.Millisecond)
+	w := newWorkload(db, c, *sessions, keys, uint64(time.Now().UnixNano()), marking(t))
+	run := time.Now()
+	w.start()
+	stopped := false
+	halt := func() []op {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		return w.halt()
+	}
+	defer halt()
+	defer roles.Stop()
+
+	var faults []fault
+	// nemesis lets the workload run, then runs do, which injects a fault
+	// (and says when), and waits until the cluster is healthy again.
+	nemesis := func(kind string, do func(f *fault) error) {
+		t.Helper()
+		dwellFor(ctx, *dwell)
+		f := fault{kind: kind, began: time.Now()}
+		if err := do(&f); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		f.leader = time.Now()
+		if _, err := c.WaitHealthy(ctx, 2); err != nil {
+			t.Fatalf("after the %s: %v", kind, err)
+		}
+		if err := c.WaitHAProxy(ctx); err != nil {
+			t.Fatalf("after the %s: %v", kind, err)
+		}
+		f.healthy = time.Now()
+		t.Logf("%s: m%d → m%d, new leader after %s, healthy after %s", kind, f.from, f.to,
+			f.leader.Sub(f.began).Round(time.Millisecond), f.healthy.Sub(f.began).Round(time.Millisecond))
+		faults = append(faults, f)
+	}
+	nemesis("switchover", func(f *fault) (err error) {
+		f.from, f.to, err = c.Switchover(ctx, -1)
+		return err
+	})
+	nemesis("kill -9", func(f *fault) (err error) {
+		if f.from, err = c.Leader(ctx); err != nil {
+			return err
+		}
+		f.began = time.Now()
+		if err := c.Kill(f.from); err != nil {
+			return err
+		}
+		f.to, err = c.WaitLeader(ctx, f.from)
+		return err
+	})
+	if *freeze {
+		// FreezeLeader, with the moment of the freeze.
+		nemesis("freeze past the TTL", func(f *fault) (err error) {
+			if f.from, err = c.Leader(ctx); err != nil {
+				return err
+			}
+			f.began = time.Now()
+			if err := c.Freeze(f.from); err != nil {
+				return errors.Join(err, c.Thaw(f.from))
+			}
+			f.to, err = c.WaitLeader(ctx, f.from)
+			return errors.Join(err, c.Thaw(f.from))
+		})
+	}
+	dwellFor(ctx, *dwell)
+	ops := halt()
+	ended := time.Now()
+	events := roles.Stop()
+
+	final, err := c.WaitHealthy(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := readFinal(ctx, c, final.Leader)
+	if err != nil {
+		t.Fatalf("reading what the cluster kept: %v\n%s", err, c.Describe(ctx))
+	}
+	promotions := patroni.Promotions(events)
+	out := analyse(ops, fs, promotions, events, c)
+	report(t, out, faults, promotions, events, w, run, ended)
+	t.Logf("run time: %s (cluster start %s, workload %s, check %s)", time.Since(began).Round(time.Millisecond),
+		started.Sub(began).Round(time.Millisecond), ended.Sub(run).Round(time.Millisecond), time.Since(ended).Round(time.Millisecond))
+
+	// The assertions.
+	if out.acked == 0 || out.readsOK == 0 {
+		t.Fatalf("the workload did nothing: %d writes acknowledged, %d reads", out.acked, out.readsOK)
+	}
+	for _, f := range faults {
+		if _, ok := firstWriteAfter(out.ops, f.healthy, -1); !ok {
+			t.Errorf("no write succeeded after the %s once the cluster was healthy again", f.kind)
+		}
+	}
+	if len(out.violations) > 0 {
+		t.Errorf("%d consistency violations through pgreplica (above)", len(out.violations))
+	}
+	if len(out.uncovered) > 0 {
+		t.Errorf("%d acknowledged writes did not raise their session's watermark (above)", len(out.uncovered))
+	}
+	if len(out.demoted) > 0 {
+		t.Errorf("%d acknowledged writes started on a primary after a newer timeline was promoted (above)", len(out.demoted))
+	}
+	if *syncMode && len(out.lostFailover)+len(out.unknownLost) > 0 {
+		t.Errorf("%d acknowledged writes lost with synchronous_mode on (above)", len(out.lostFailover)+len(out.unknownLost))
+	}
+	if out.replicaReads == 0 {
+		t.Errorf("no read ran on a replica")
+	}
+}
+
+// marking returns which sessions read their watermark (-patroni.watermarks).
+func marking(t *testing.T) func(int) bool {
+	switch *marks {
+	case "all":
+		return func(int) bool { return true }
+	case "half":
+		return func(i int) bool { return i%2 == 0 }
+	case "none":
+		return func(int) bool { return false }
+	}
+	t.Fatalf("-patroni.watermarks=%q: want all, half or none", *marks)
+	return nil
+}
+
+// keys is each session's number of rows.
+const keys = 4
+
+// dwellFor lets the workload run for d (or until ctx ends): time for it to
+// work between faults, not a wait for a condition.
+func dwellFor(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// report logs what the run showed.
+func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Promotion, events []patroni.RoleEvent,
+	w *workload, began, ended time.Time) {
+	t.Helper()
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	mode := "off"
+	if *syncMode {
+		mode = "on"
+	}
+	p("Patroni run: synchronous_mode %s, %s DCS client, %d sessions, %s of workload",
+		mode, *dcs, *sessions, ended.Sub(began).Round(time.Millisecond))
+	p("  writes: %d, acknowledged %d, failed %d", out.writes, out.acked, out.writes-out.acked)
+	p("  reads: %d, succeeded %d (%d on replicas, %.0f%%), failed %d", out.reads, out.readsOK, out.replicaReads,
+		100*float64(out.replicaReads)/float64(max(out.readsOK, 1)), out.reads-out.readsOK)
+	p("  read-your-writes / monotonic / impossible violations: %d / %d / %d",
+		count(out.violations, checker.ReadYourWrites), count(out.violations, checker.MonotonicRead), count(out.violations, checker.Impossible))
+	if *marks != "none" {
+		p("  acknowledged writes that did not raise the session's watermark: %d (and %d made while it was at 7FFFFFFF/FFFFFFFF or above)",
+			len(out.uncovered), out.writesPoisoned)
+	}
+	p("  acknowledged writes lost: %d in failovers, %d with a timeline the manager abandoned, %d on an unknown server, %d on demoted primaries",
+		len(out.lostFailover), len(out.lostAbandoned), len(out.unknownLost), countLost(out.demoted, out))
+	p("  acknowledged writes started on a demoted primary: %d; reads run on one: %d", len(out.demoted), len(out.demotedReads))
+	p("  reads of versions the cluster lost afterwards (left out of the check): %d", out.sawLost)
+	if len(out.writeErrors) > 0 {
+		p("  failed writes by error:%s", groups(out.writeErrors))
+	}
+	if len(out.readErrors) > 0 {
+		p("  failed reads by error:%s", groups(out.readErrors))
+	}
+	gaps := writeGaps(out.ops, began, ended)
+	if len(gaps) > 0 {
+		g := gaps[0]
+		p("  longest stretch without a successful write: %s (%s – %s)", g.d().Round(time.Millisecond),
+			g.from.Format("15:04:05.000"), g.to.Format("15:04:05.000"))
+	}
+	for _, f := range faults {
+		p("  %s at %s: m%d → m%d; new leader accepted writes after %s, all replicas streaming after %s",
+			f.kind, f.began.Format("15:04:05.000"), f.from, f.to, f.leader.Sub(f.began).Round(time.Millisecond),
+			f.healthy.Sub(f.began).Round(time.Millisecond))
+		p("    failed during it: %d writes, %d reads", failuresBetween(out.ops, checker.OpWrite, f.began, f.healthy),
+			failuresBetween(out.ops, checker.OpRead, f.began, f.healthy))
+		for _, g := range gaps {
+			if !g.to.Before(f.began) && g.from.Before(f.healthy) && g.d() > 500*time.Millisecond {
+				p("    stretch without a successful write: %s (from %s after the fault began)", g.d().Round(time.Millisecond),
+					g.from.Sub(f.began).Round(time.Millisecond))
+			}
+		}
+		if o, ok := firstWriteStarted(out.ops, f.began); ok {
+			p("    first write started after the fault began that succeeded: acknowledged %s after it", o.End.Sub(f.began).Round(time.Millisecond))
+		}
+	}
+	for i, pr := range promotions {
+		if i == 0 {
+			continue // the first primary seen
+		}
+		line := fmt.Sprintf("  promotion of m%d to timeline %d seen at %s", pr.Member, pr.Timeline, pr.At.Format("15:04:05.000"))
+		if o, ok := firstWriteAfter(out.ops, pr.At, pr.Member); ok {
+			line += fmt.Sprintf(": first successful write on it %s later", o.End.Sub(pr.At).Round(time.Millisecond))
+		} else {
+			line += ": no successful write on it"
+		}
+		p("%s", line)
+	}
+	for _, o := range patroni.Overlaps(events) {
+		p("  two servers out of recovery at once: members %v for %s from %s", o.Members, o.To.Sub(o.From).Round(time.Millisecond),
+			o.From.Format("15:04:05.000"))
+	}
+	for _, marking := range []bool{true, false} {
+		var ok, replica, failedReads, failedWrites, n int
+		for i := range w.ss {
+			if w.marks(i) != marking {
+				continue
+			}
+			n++
+			for _, o := range out.ops {
+				if o.Session != i {
+					continue
+				}
+				switch {
+				case o.Kind == checker.OpRead && o.Err == nil:
+					ok++
+					if !o.OnPrimary {
+						replica++
+					}
+				case o.Kind == checker.OpRead && !errors.Is(o.Err, errSawLost):
+					failedReads++
+				case o.Kind == checker.OpWrite && o.Err != nil && !errors.Is(o.Err, errLost):
+					failedWrites++
+				}
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		what := "not reading their watermark"
+		if marking {
+			what = "reading their watermark after each operation"
+		}
+		p("  %d sessions %s: %d reads, %.0f%% on replicas; %d reads and %d writes failed", n, what, ok,
+			100*float64(replica)/float64(max(ok, 1)), failedReads, failedWrites)
+	}
+	var stuck []string
+	for i, s := range w.ss {
+		if s.LSN() >= poisoned {
+			what := "not reading its watermark"
+			if w.marks(i) {
+				what = "reading its watermark"
+			}
+			stuck = append(stuck, fmt.Sprintf("%d (%s)", i, what))
+		}
+	}
+	p("  sessions whose watermark ended at 7FFFFFFF/FFFFFFFF or above: %d of %d %v", len(stuck), len(w.ss), stuck)
+	t.Log(b.String())
+
+	show := func(what string, ops []op) {
+		for i, o := range ops {
+			if i == 10 {
+				t.Logf("  … and %d more", len(ops)-10)
+				break
+			}
+			t.Logf("%s: %s (timeline %d)", what, &o.Op, o.Timeline)
+		}
+	}
+	for i, v := range out.violations {
+		if i == 20 {
+			t.Logf("… and %d more violations", len(out.violations)-20)
+			break
+		}
+		t.Logf("%s", v)
+	}
+	for i, v := range out.uncovered {
+		if i == 10 {
+			break
+		}
+		t.Logf("%s", v)
+	}
+	show("write on a demoted primary", out.demoted)
+	show("read on a demoted primary", out.demotedReads)
+	show("lost in a failover", out.lostFailover)
+	show("lost with an abandoned timeline", out.lostAbandoned)
+	show("lost, server unknown", out.unknownLost)
+	if t.Failed() || testing.Verbose() {
+		var ev []string
+		for _, e := range events {
+			ev = append(ev, e.String())
+		}
+		t.Logf("role changes seen:\n  %s", strings.Join(ev, "\n  "))
+	}
+}
+
+func count(vs []checker.Violation, k checker.Kind) int {
+	n := 0
+	for _, v := range vs {
+		if v.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// countLost counts the ops of demoted that the cluster did not keep.
+func countLost(demoted []op, out *outcome) int {
+	n := 0
+	for _, d := range demoted {
+		for _, o := range out.ops {
+			if o.Session == d.Session && o.Seq == d.Seq && o.Err == errLost {
+				n++
+			}
+		}
+	}
+	return n
+}
