@@ -9,8 +9,9 @@ import (
 
 // TestFlightAges: a flight that found the replica behind a write of age a
 // makes reads of writes younger than 2a + rtt late; one that found the
-// write shown lowers the bound to its age; the bound lapses after
-// flightAgesMemory, and a new one then replaces it.
+// write shown moves the bound a quarter of the way down to its age; the
+// bound halves every flightAgesHalfLife, a flight behind raises the
+// faded bound again, and no bound passes flightAgesMax.
 func TestFlightAges(t *testing.T) {
 	var f flightAges
 	now := monoclock.Now()
@@ -31,28 +32,37 @@ func TestFlightAges(t *testing.T) {
 	if !f.late(299*us, now) {
 		t.Error("a flight behind at a younger age lowered the bound")
 	}
-	f.shown(120 * us) // the write was there at 120 µs: a quarter of the way down
+	f.shown(120*us, now) // the write was there at 120 µs: a quarter of the way down
 	if f.late(255*us, now) || !f.late(254*us, now) {
 		t.Errorf("after a flight that found the write at 120 µs: late(255 µs) = %v, late(254 µs) = %v, want false, true",
 			f.late(255*us, now), f.late(254*us, now))
 	}
 	for range 40 {
-		f.shown(120 * us)
+		f.shown(120*us, now)
 	}
 	if f.late(121*us, now) || !f.late(119*us, now) {
 		t.Error("many flights that found the write at 120 µs did not bring the bound to it")
 	}
-	f.shown(time.Millisecond) // an older write shown says nothing of younger ones
+	f.shown(time.Millisecond, now) // an older write shown says nothing of younger ones
 	if !f.late(119*us, now) {
 		t.Error("a write shown at 1 ms raised the bound")
 	}
-	later := now + monoclock.Time(flightAgesMemory) + 1
-	if f.late(0, later) {
-		t.Error("the bound did not lapse")
+	// It fades: half after a half-life, nothing after many.
+	half := now + monoclock.Time(flightAgesHalfLife)
+	if f.late(61*us, half) || !f.late(59*us, half) {
+		t.Errorf("a half-life later: late(61 µs) = %v, late(59 µs) = %v; want the bound at 60 µs", f.late(61*us, half), f.late(59*us, half))
 	}
-	f.behind(20*us, 100*us, later) // a new bound replaces the lapsed one
+	later := now + 70*monoclock.Time(flightAgesHalfLife)
+	if f.late(0, later) {
+		t.Error("the bound did not fade away")
+	}
+	f.behind(20*us, 100*us, later) // a new bound
 	if f.late(140*us, later) || !f.late(139*us, later) {
-		t.Error("a bound learned after the lapse is not 2 × 20 µs + 100 µs")
+		t.Error("a bound learned after it faded is not 2 × 20 µs + 100 µs")
+	}
+	f.behind(30*time.Millisecond, 100*us, later) // a lag spike: capped
+	if f.late(flightAgesMax, later) || !f.late(flightAgesMax-us, later) {
+		t.Errorf("a flight behind a write 30 ms old: the bound is not flightAgesMax (%v)", flightAgesMax)
 	}
 }
 
@@ -77,7 +87,7 @@ func TestReplicasLateLearned(t *testing.T) {
 		t.Error("not late though every replica's flights found it behind older writes")
 	}
 	for range 40 {
-		top.nodes[2].n.flights.shown(20 * time.Microsecond)
+		top.nodes[2].n.flights.shown(20*time.Microsecond, monoclock.Of(now))
 	}
 	if pl.replicasLate(true, now) {
 		t.Error("late though a replica showed a younger write")

@@ -80,7 +80,7 @@ func (r *router) runInFlight(ctx context.Context, pl *plan, l *lease, st *statem
 		// The check was for a write of known age: learn from it.
 		switch age := sent.Sub(pl.pendingWriteAt); {
 		case err == nil:
-			p.node.flights.shown(age)
+			p.node.flights.shown(age, monoclock.Of(sent))
 		case errors.Is(err, pgxroute.ErrBehind):
 			p.node.flights.behind(age, p.node.rttEWMA(), monoclock.Of(sent))
 		}
