@@ -229,9 +229,16 @@ func (r *router) provenOn(ctx context.Context, p *physical, need LSN) (ok, inTx 
 	return replay >= need, inTx, nil
 }
 
-// primaryRetry is how often a statement waiting for its primary asks the
-// monitor to look again.
-const primaryRetry = 20 * time.Millisecond
+// A statement waiting for its primary asks the monitor to look again
+// after primaryRetry, then twice as long each time, up to
+// maxPrimaryRetry. It asks on a clock, not after each rebuild: every
+// probe's answer rebuilds the topology, so asking again then probed every
+// server back to back for as long as the wait lasted (thousands of probes
+// in a 300 ms pooler outage, which starved the dials that would end it).
+const (
+	primaryRetry    = 20 * time.Millisecond
+	maxPrimaryRetry = 160 * time.Millisecond
+)
 
 // primaryAwaited reports whether a statement that found no primary in t
 // should wait for one: the host last known as the primary fails now (its
@@ -260,8 +267,8 @@ func primaryAwaited(t *topology) bool {
 // awaitPrimary waits for a primary while there is none (see
 // primaryAwaited): until the context's deadline, or for
 // pgreplica_connect_timeout when it has none. The monitor is asked to
-// look every primaryRetry, and the statement is sent only once a server
-// is proven the primary. err is why the first borrow failed; the error
+// look (see primaryRetry), each of its rebuilds is looked at, and the
+// statement is sent only once a server is proven the primary. err is why the first borrow failed; the error
 // of a wait that ends says how long it waited, and why there was no
 // primary (each host's state).
 func (r *router) awaitPrimary(ctx context.Context, slot bool, err error) (lease, error) {
@@ -273,17 +280,21 @@ func (r *router) awaitPrimary(ctx context.Context, slot bool, err error) (lease,
 		defer cancel()
 		limit = fmt.Sprintf("pgreplica_connect_timeout %v, the context having no deadline", r.cfg.ConnectTimeout)
 	}
-	tick := time.NewTicker(primaryRetry)
-	defer tick.Stop()
+	retry := primaryRetry
+	poke := time.NewTimer(0)
+	defer poke.Stop()
 	for {
-		r.mon.pokeAll()
 		select {
 		case <-wctx.Done():
 			if ctx.Err() != nil {
 				return lease{}, fmt.Errorf("%w (waited %v for a primary, %s: %w)", err, roundWait(time.Since(start)), limit, ctx.Err())
 			}
 			return lease{}, fmt.Errorf("%w (waited %v for a primary, %s)", err, roundWait(time.Since(start)), limit)
-		case <-tick.C:
+		case <-poke.C:
+			r.mon.pokeAll()
+			poke.Reset(retry)
+			retry = min(2*retry, maxPrimaryRetry)
+			continue
 		case <-r.mon.changedCh():
 		}
 		t := r.topo.Load()
