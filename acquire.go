@@ -260,7 +260,7 @@ func (r *router) awaitReplicaConn(ctx context.Context, pl *plan, n *node) (*pudd
 func (r *router) boundLastRead(ctx context.Context, pl *plan) error {
 	bound, ok := pl.lastReadBound, pl.lastReadBoundKnown
 	if !ok {
-		m := r.marks.of(pl.topo.marks, pl.topo.sysid)
+		m := pl.topo.marks
 		t := m.Issue(false, false, false)
 		rctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
 		err := m.Resolve(rctx, r.capturing(), t)

@@ -33,7 +33,7 @@ func (r *router) marksFor(sysid uint64) *clusterMarks { return r.marks.marksFor(
 // in a process that uses Sessions, also by a capture in the background
 // (sessionsBegin).
 func (r *router) wrote(pl *plan, p *physical, async bool) {
-	m := r.marks.of(pl.topo.marks, pl.topo.sysid)
+	m := pl.topo.marks
 	t := m.Issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
 	if me := &r.marks.capturer; m.Writer() != me {
 		m.Wrote(me) // the latest writer can read its position
@@ -54,7 +54,7 @@ func (r *router) readOnPrimary(pl *plan, p *physical) {
 	if pl.session == nil {
 		return
 	}
-	m := r.marks.of(pl.topo.marks, pl.topo.sysid)
+	m := pl.topo.marks
 	t := m.Issue(false, false, p.node.asyncSeen.Load() || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
 	pl.session.notePending(pl.topo.sysid, pl.topo.timeline, &r.marks, m, t, false)
 	r.captureSoon(m)
@@ -68,7 +68,7 @@ func (r *router) readOnPrimary(pl *plan, p *physical) {
 // others' writes on a lagging replica, or fall back. What such writes left
 // pending is read now, before the session's statement runs.
 func (r *router) sessionsBegin(ctx context.Context, pl *plan) error {
-	m := r.marks.of(pl.topo.marks, pl.topo.sysid)
+	m := pl.topo.marks
 	if !m.BeginSessions() {
 		return nil
 	}

@@ -28,7 +28,7 @@ import (
 // and the check compares the two (laterPos), so the read takes one round
 // trip, not two.
 func (r *router) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
-	m := r.marks.of(pl.topo.marks, pl.topo.sysid)
+	m := pl.topo.marks
 	if m.Covered() < pl.pending {
 		if pl.replicasLate(beside, time.Now()) {
 			if l, ok := r.recentWriteOnPrimary(ctx, pl); ok {

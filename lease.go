@@ -168,7 +168,7 @@ var (
 // replayed what the primary had written that long ago, within
 // MaxLagBytes what the primary had written less those bytes.
 func (r *router) needOn(pl *plan, n *node) LSN {
-	if !n.perConnection() {
+	if !n.perConn.Load() {
 		return 0
 	}
 	need := pl.need

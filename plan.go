@@ -174,7 +174,7 @@ func (pl *plan) decide(t *topology, cls stmtclass.Class, req *requirement, cfg *
 	if pl.pending == 0 {
 		pl.pendingWriteAt = time.Time{}
 	}
-	if kind == readPosition {
+	if kind == readPosition && pl.session != nil {
 		if st, at := pl.session.pendingFor(t.sysid); st != 0 {
 			pl.pending = max(pl.pending, st)
 			if at.After(pl.pendingWriteAt) {
@@ -194,7 +194,7 @@ func (pl *plan) decide(t *topology, cls stmtclass.Class, req *requirement, cfg *
 		// the configured lag bounds apply.
 		pl.maxLag, pl.maxLagBytes = cfg.maxLag, cfg.maxLagBytes
 	}
-	if kind == readPosition {
+	if kind == readPosition && pl.session != nil {
 		pl.affinity(t)
 	}
 	pl.fresh = pl.replicas(true)
@@ -301,7 +301,7 @@ func (pl *plan) reject(v *nodeView, position bool) rejection {
 		return rejectBehind
 	case pl.tx && pl.need > 0 && v.n.pooled.Load():
 		return rejectPooledTx
-	case pl.unchecked && pl.need > 0 && v.n.perConnection():
+	case pl.unchecked && pl.need > 0 && v.n.perConn.Load():
 		// Known for the servers seen there: a connection may reach
 		// another.
 		return rejectUnchecked
@@ -357,4 +357,25 @@ type statement struct {
 	// so, once its position is known (acquire decides, route runs it).
 	guard    pgxroute.GuardedOp
 	inFlight bool
+}
+
+// processLSNs are a cluster's watermarks as plain values, for decide: the
+// positions known and whether writes are still pending.
+type processLSNs struct {
+	all, shared LSN
+	// pendingAll and pendingShared are the highest uncovered tickets (0:
+	// none) of all writes and of writes without a Session.
+	pendingAll, pendingShared uint64
+	// writeAt is when the latest write committed.
+	writeAt time.Time
+}
+
+// snapshotOf reads m's marks as plain values (marks.Cluster.Snapshot).
+func snapshotOf(m *clusterMarks) processLSNs {
+	s := m.Snapshot()
+	p := processLSNs{all: LSN(s.All), shared: LSN(s.Shared), pendingAll: s.PendingAll, pendingShared: s.PendingShared}
+	if s.PendingAll != 0 {
+		p.writeAt = time.Unix(0, s.WriteAt)
+	}
+	return p
 }

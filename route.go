@@ -28,7 +28,7 @@ import (
 // deadline is set when a wait needs it (plan.waitDeadline).
 func (r *router) planFor(ctx context.Context, cls stmtclass.Class, pl *plan) error {
 	t := r.topo.Load()
-	process := func() processLSNs { return snapshotOf(r.marks.of(t.marks, t.sysid)) }
+	process := func() processLSNs { return snapshotOf(t.marks) }
 	if err := pl.decide(t, cls, requirementFrom(ctx), &r.settings, process, time.Time{}, time.Time{}); err != nil {
 		return err
 	}
@@ -129,7 +129,9 @@ func (r *router) noteServed(ctx context.Context, pl *plan, l *lease) {
 	switch {
 	case l.replica:
 		r.metrics.replicaReads.Add(1)
-		pl.session.advance(l.known, pl.topo.timeline, pl.topo.sysid)
+		if pl.session != nil {
+			pl.session.advance(l.known, pl.topo.timeline, pl.topo.sysid)
+		}
 	case !l.slot:
 		r.metrics.primaryReads.Add(1)
 	}
@@ -164,7 +166,7 @@ func (r *router) boundRead(pl *plan, l *lease, end monoclock.Time) {
 		if end == 0 {
 			end = monoclock.Now()
 		}
-		pl.session.noteReplicaRead(pl.topo.sysid, &r.marks, r.marks.of(pl.topo.marks, pl.topo.sysid), l.p.node, l.p.servedBy(), l.start, end)
+		pl.session.noteReplicaRead(pl.topo.sysid, &r.marks, pl.topo.marks, l.p.node, l.p.servedBy(), l.start, end)
 	default:
 		r.readOnPrimary(pl, l.p)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/inner"
-	"github.com/pgreplica/pgreplica/internal/monoclock"
 	"github.com/pgreplica/pgreplica/internal/probe"
 )
 
@@ -232,10 +231,6 @@ func (n *node) observeOn(srv *server, l LSN) {
 	}
 }
 
-// perConnection reports whether reads on n must be proven on the
-// connection that runs them: an endpoint or a pooler.
-func (n *node) perConnection() bool { return n.perConn.Load() }
-
 // setPooled records that a pooler answers for n.
 func (n *node) setPooled() {
 	if !n.pooled.Load() {
@@ -243,36 +238,4 @@ func (n *node) setPooled() {
 		n.perConn.Store(true)
 		n.replay.Store(0)
 	}
-}
-
-// knownReplay is what connection p's server is known to have replayed.
-func (p *physical) knownReplay() LSN {
-	n := p.node
-	if !n.perConnection() {
-		return LSN(n.replay.Load())
-	}
-	if p.srv == nil || n.pooled.Load() {
-		return 0
-	}
-	return LSN(p.srv.replay.Load())
-}
-
-// servedBy is the server a read on p ran on, as far as is known: nil
-// behind a pooler, which may have sent it to any backend.
-func (p *physical) servedBy() *server {
-	if p.node.pooled.Load() {
-		return nil
-	}
-	return p.srv
-}
-
-// affine reports whether p may serve a session's read without a bound on
-// the session's last read (plan.prefer), which ran on srv at since: p
-// reaches that server, in the same incarnation, and is older than the read. Replay
-// only moves forward there, so the read cannot see less. Never behind a
-// pooler, whose connection reaches whichever backend it is given.
-func (p *physical) affine(srv *server, since monoclock.Time) bool {
-	// At or before: the last read's own connection was made no later
-	// than that read started, and two clock readings may be equal.
-	return !p.node.pooled.Load() && p.srv == srv && p.created <= since
 }

@@ -16,8 +16,8 @@ func TestServersBehindANode(t *testing.T) {
 	a := serverID{sysid: 7, addr: "10.0.0.1", port: 5432, started: 100}
 	s1 := n.noteServer(a)
 	n.observeOn(s1, 0x500)
-	if got := LSN(n.replay.Load()); got != 0x500 || n.perConnection() {
-		t.Fatalf("one server: node replay %s, per connection %v; want 0/500, false", got, n.perConnection())
+	if got := LSN(n.replay.Load()); got != 0x500 || n.perConn.Load() {
+		t.Fatalf("one server: node replay %s, per connection %v; want 0/500, false", got, n.perConn.Load())
 	}
 	if n.noteServer(a) != s1 {
 		t.Fatal("the same incarnation learned twice is two servers")
@@ -44,7 +44,7 @@ func TestServersBehindANode(t *testing.T) {
 	n.observeOn(s2, 0x600)
 	b := serverID{sysid: 7, addr: "10.0.0.2", port: 5432, started: 100}
 	s3 := n.noteServer(b)
-	if !n.endpoint.Load() || !n.perConnection() {
+	if !n.endpoint.Load() || !n.perConn.Load() {
 		t.Fatal("two servers behind one address: not an endpoint")
 	}
 	if got := LSN(n.replay.Load()); got != 0 {

@@ -31,8 +31,10 @@ type topology struct {
 	// replica's system identifier when no primary is known (0 = unknown).
 	sysid    uint64
 	timeline uint32
-	// marks are the process watermarks of the cluster, set when the
-	// topology is published (handleMarks.of).
+	// marks are the process watermarks of the cluster, never nil in a
+	// topology statements read: set when it is published
+	// (monitor.publish), or to the connector's own marks until a cluster
+	// is known (newConnector, a change of names).
 	marks *clusterMarks
 	// primarySeen: this or an earlier published topology had a primary,
 	// so one without is a failover's window, which a write waits out

@@ -77,7 +77,7 @@ func (r *router) primaryPosition(ctx context.Context) (LSN, error) {
 // primaryPosition. A position at or below it needs no statement to be
 // proven written.
 func (r *router) knownWritten(t *topology) LSN {
-	known := max(LSN(r.marks.of(t.marks, t.sysid).All()), LSN(r.now.lsn.Load()))
+	known := max(LSN(t.marks.All()), LSN(r.now.lsn.Load()))
 	if pv := t.primaryNode(); pv != nil {
 		known = max(known, pv.status.lsn)
 	}
@@ -93,7 +93,7 @@ func (r *router) written(ctx context.Context, t *topology, lsn LSN) (bool, LSN, 
 	if lsn <= r.knownWritten(t) {
 		return true, 0, nil
 	}
-	now, err := r.capturerFor(r.marks.of(t.marks, t.sysid)).primaryPosition(ctx)
+	now, err := r.capturerFor(t.marks).primaryPosition(ctx)
 	if err != nil {
 		return true, 0, ctx.Err()
 	}

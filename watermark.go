@@ -15,7 +15,7 @@ import (
 // cluster, keyed by system identifier, for the whole process
 // (internal/marks: the tickets, the shared capture and what a capture or
 // a probe covers). This file is the handle's side: its cached way to its
-// cluster's marks, and the marks read as plain values for decide.
+// cluster's marks (plan.go reads them as plain values for decide).
 
 // clusterMarks are a cluster's process watermarks (marks.Cluster).
 type clusterMarks = marks.Cluster
@@ -42,17 +42,6 @@ type handleMarks struct {
 	// startMarked is set once the primary's position at start-up raised
 	// the process watermarks (markStart).
 	startMarked atomic.Bool
-}
-
-// of returns the process watermarks of a topology's cluster sysid: the
-// ones it was published with (one pointer away from the topology every
-// statement reads), or, for a topology never published (published nil),
-// marksFor's.
-func (h *handleMarks) of(published *clusterMarks, sysid uint64) *clusterMarks {
-	if published != nil {
-		return published
-	}
-	return h.marksFor(sysid)
 }
 
 // marksFor returns the marks of cluster sysid, caching the handle in the
@@ -86,27 +75,6 @@ func (h *handleMarks) markStart(st *nodeStatus) {
 		return
 	}
 	h.marksFor(st.sysid).Raise(uint64(reachableLSN(st.lsn)))
-}
-
-// processLSNs are a cluster's watermarks as plain values, for decide: the
-// positions known and whether writes are still pending.
-type processLSNs struct {
-	all, shared LSN
-	// pendingAll and pendingShared are the highest uncovered tickets (0:
-	// none) of all writes and of writes without a Session.
-	pendingAll, pendingShared uint64
-	// writeAt is when the latest write committed.
-	writeAt time.Time
-}
-
-// snapshotOf reads m's marks as plain values (marks.Cluster.Snapshot).
-func snapshotOf(m *clusterMarks) processLSNs {
-	s := m.Snapshot()
-	p := processLSNs{all: LSN(s.All), shared: LSN(s.Shared), pendingAll: s.PendingAll, pendingShared: s.PendingShared}
-	if s.PendingAll != 0 {
-		p.writeAt = time.Unix(0, s.WriteAt)
-	}
-	return p
 }
 
 // reachableLSN maps an insert position just past a WAL page header back
