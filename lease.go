@@ -268,9 +268,9 @@ func primaryAwaited(t *topology) bool {
 // primaryAwaited): until the context's deadline, or for
 // pgreplica_connect_timeout when it has none. The monitor is asked to
 // look (see primaryRetry), each of its rebuilds is looked at, and the
-// statement is sent only once a server is proven the primary. err is why the first borrow failed; the error
-// of a wait that ends says how long it waited, and why there was no
-// primary (each host's state).
+// statement is sent only once a server is proven the primary. err is why
+// the first borrow failed; the error of a wait that ends says how long
+// it waited, and why there was no primary (each host's state).
 func (r *router) awaitPrimary(ctx context.Context, slot bool, err error) (lease, error) {
 	start := time.Now()
 	wctx, limit := ctx, "until the context's deadline"
