@@ -155,7 +155,7 @@ func (r *router) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 			ok, inTx, err := r.provenOn(ctx, res.Value(), need)
 			if !ok {
 				if inTx {
-					err = endCheckTx(res.Value(), r.cfg.ProbeTimeout)
+					err = endCheckTx(res.Value(), r.cfg.knobs.ProbeTimeout)
 				}
 				n.pool.release(res, err)
 				pl.tried.add(i)
@@ -203,19 +203,6 @@ func (r *router) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 			return lease{}, futileWaitError(ctx, pl)
 		}
 		return r.awaitReplica(ctx, pl)
-	}
-	if pl.fallback == FallbackStale {
-		// Accept a replica beyond the lag bounds rather than load the
-		// primary.
-		stale := *pl
-		stale.maxLag, stale.maxLagBytes = r.cfg.StaleFallbackLag, 0
-		if set := stale.replicas(false); set != 0 {
-			i := r.choose(pl.topo, set)
-			if res, err := pl.topo.nodes[i].n.pool.acquire(ctx); err == nil {
-				r.metrics.staleReads.Add(1)
-				return r.newLease(res, true, false), nil
-			}
-		}
 	}
 	if refused != nil {
 		return lease{}, &refusedError{noReplicaError(pl), refused}

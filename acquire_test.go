@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+	"github.com/pgreplica/pgreplica/internal/tuning"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -37,7 +38,7 @@ func (g gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // does not count that replica as tried: a retry of the read (a replay
 // conflict on the replica that served it) may go there.
 func TestSlowReplicaIsNotTried(t *testing.T) {
-	cfg := Config{MonitorInterval: time.Hour, HealthCheckAfter: -1, HedgeDelay: 10 * time.Millisecond,
+	cfg := Config{knobs: tuning.Knobs{MonitorInterval: time.Hour, HealthCheckAfter: -1, HedgeDelay: 10 * time.Millisecond},
 		Picker: PickerFunc(func(Candidates) int { return 0 })} // the slow replica first
 	gate := make(chan struct{})
 	c, _ := startMockCluster(t, cfg, func(i int, mc mockConnector) driver.Connector {
@@ -120,7 +121,7 @@ func startMockCluster(t *testing.T, cfg Config, wrap func(i int, mc mockConnecto
 // and the session keeps the watermark it had (it used to keep the
 // unprovable bound for good: every later read on the primary).
 func TestUnreadBoundIsNotKept(t *testing.T) {
-	c, mocks := startMockCluster(t, Config{MonitorInterval: time.Hour, HealthCheckAfter: -1, WaitBudget: 20 * time.Millisecond},
+	c, mocks := startMockCluster(t, Config{knobs: tuning.Knobs{MonitorInterval: time.Hour, HealthCheckAfter: -1}, WaitBudget: 20 * time.Millisecond},
 		func(_ int, mc mockConnector) driver.Connector { return mc })
 	mocks[0].MatchExpectationsInOrder(false) // the primary answers no capture
 	sess := NewSession()
@@ -163,7 +164,7 @@ func (r killedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // for the slow one's connection (within the wait budget) rather than
 // load the primary (TestReplicaKilled saw such a read on the primary).
 func TestSlowReplicaServesWhenTheOtherIsGone(t *testing.T) {
-	cfg := Config{MonitorInterval: time.Hour, HealthCheckAfter: -1, HedgeDelay: 10 * time.Millisecond,
+	cfg := Config{knobs: tuning.Knobs{MonitorInterval: time.Hour, HealthCheckAfter: -1, HedgeDelay: 10 * time.Millisecond},
 		Picker: PickerFunc(func(Candidates) int { return 0 })} // the slow replica first
 	gate := make(chan struct{})
 	var armed atomic.Bool

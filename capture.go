@@ -141,7 +141,7 @@ func (r *router) readPrimaryLSN(ctx context.Context, async bool) (LSN, error) {
 	if pv == nil {
 		return 0, t.writeErr
 	}
-	pos, at, err := pv.n.prober.QueryLSN(ctx, lsnSQL(async), r.cfg.ProbeTimeout)
+	pos, at, err := pv.n.prober.QueryLSN(ctx, lsnSQL(async), r.cfg.knobs.ProbeTimeout)
 	lsn := LSN(pos)
 	if err == nil && !async {
 		// The flush position, as a probe reads it: a sample of the lag

@@ -13,7 +13,7 @@ import (
 // using them afterwards fails instead of panicking or hanging, and no
 // goroutine is left behind.
 func TestCloseDoesNotWaitForBorrowed(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	mc := newMockCluster(t, 1, func(c *Config) { c.Consistency = ConsistencyEventual })
 	before := runtime.NumGoroutine() // the mocks' own *sql.DBs run until the test ends
 	mc.mocks[1].ExpectQuery("SELECT v FROM t").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(1).AddRow(2))
 	mc.mocks[0].ExpectBegin()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgreplica/pgreplica/internal/dsnopt"
 	"github.com/pgreplica/pgreplica/internal/libpqdsn"
+	"github.com/pgreplica/pgreplica/internal/tuning"
 )
 
 // maxHosts is how many hosts a Config may list (nodes are kept in a
@@ -80,72 +81,24 @@ type Config struct {
 	// ConnMaxLifetime closes physical connections this old once they are
 	// idle; default 1h.
 	ConnMaxLifetime time.Duration
-	// HealthCheckAfter pings a pooled connection idle longer than this
-	// before reusing it; default 1s. A negative value disables the check.
-	HealthCheckAfter time.Duration
 	// ConnectTimeout bounds each physical connection attempt (and a probe
 	// that has to connect first) when the caller's context has no earlier
 	// deadline; default 5s.
 	ConnectTimeout time.Duration
-	// MonitorInterval is how often the topology monitor polls the
-	// replicas while the connector serves statements; default 250ms. A
-	// busy primary is polled every two IdleMonitorIntervals, the
-	// statements' own traffic standing in for the rest.
-	MonitorInterval time.Duration
-	// IdleMonitorInterval is how often it polls them while no statement
-	// ran for a MonitorInterval (an idle process of a fleet costs every
-	// server one probe a second); default 4 × MonitorInterval, never
-	// less than MonitorInterval. A failed statement still asks for a
-	// probe at once.
-	IdleMonitorInterval time.Duration
-	// ProbeTimeout bounds a probe on the monitor's open connection to a
-	// host: a host that stops answering (a hung VM, a stalled disk) is
-	// marked down this long after the probe was sent; default 1s.
-	ProbeTimeout time.Duration
 
-	// HedgeDelay is the shortest time a read outside a transaction waits
-	// for its replica's first answer before it is also sent to another
-	// replica that satisfies it (a hedge; the first answer wins, the other
-	// is cancelled). The delay used is the larger of this and what that
-	// replica's recent answers predict; default 50ms. The hedge goes out
-	// up to HedgeDelay/4 after that (the reads in flight are looked at
-	// that often, not timed one by one). A negative value disables
-	// hedging.
-	HedgeDelay time.Duration
-	// MaxHedgePercent bounds hedges to this percentage of replica reads
-	// (with a burst of a few), so a slow cluster is not doubled in load;
-	// default 5.
-	MaxHedgePercent int
-
-	// DefaultConsistency applies to reads whose context carries no
-	// requirement; default ConsistencyProcess.
-	DefaultConsistency Consistency
+	// Consistency applies to reads whose context carries no requirement;
+	// default ConsistencyProcess.
+	Consistency Consistency
 	// WaitBudget bounds how long a read waits for a replica to reach its
 	// required position before the fallback applies; default 150ms. It never
 	// extends past the context's deadline.
 	WaitBudget time.Duration
-	// ReadAfterWrite says where a read goes that needs a write whose
-	// position is not known yet (a write of a few milliseconds ago, which
-	// no replica can have replayed); default ReadAfterWritePrimary.
-	ReadAfterWrite ReadAfterWrite
 	// Fallback says what a read does when no replica qualifies in time;
 	// default FallbackPrimary.
 	Fallback Fallback
-	// StaleFallbackLag bounds the lag of replicas FallbackStale may use; 0
-	// means any healthy replica.
-	StaleFallbackLag time.Duration
-	// MaxPrimaryFallbacks bounds concurrent reads that fell back to the
-	// primary; default 5. It protects the primary, whose capacity does
-	// not depend on this process's pool: it does not follow
-	// MaxConnsPerHost. Reads that fell back share the primary's pool with
-	// writes, so when it is the larger, they may wait for a connection as
-	// writes do.
-	MaxPrimaryFallbacks int
-	// FallbackWait bounds how long a read that falls back waits, in order
-	// of arrival, for one of the MaxPrimaryFallbacks slots before it fails
-	// with ErrFallbackLimit; default 5s. It never extends past the
-	// context's deadline.
-	FallbackWait time.Duration
+	// MaxLag excludes replicas further behind in time from reads without
+	// a position requirement; zero means no bound.
+	MaxLag time.Duration
 
 	// Policy picks among eligible replicas; default PolicyRoundRobin.
 	Policy Policy
@@ -154,36 +107,35 @@ type Config struct {
 	// Zone is the client's own zone; replicas with the same Host.Zone are
 	// preferred.
 	Zone string
-	// MaxLagBytes and MaxLag exclude replicas that are further behind for
-	// reads without a position requirement; zero means no bound.
-	MaxLagBytes uint64
-	MaxLag      time.Duration
-	// ExcludeSyncStandby keeps synchronous standbys out of the read pool.
-	ExcludeSyncStandby bool
 
 	// Logger receives role changes, bans and re-admissions (Info/Warn) and
 	// per-statement routing (Debug). Nil discards. Passwords are never logged.
 	Logger *slog.Logger
+
+	// knobs are the internal timings tests shorten (internal/tuning).
+	knobs tuning.Knobs
 }
 
 // Defaults applied by withDefaults.
 const (
-	defaultPort             = libpqdsn.DefaultPort
-	defaultMaxConnsPerHost  = 10
-	defaultConnMaxIdleTime  = 5 * time.Minute
-	defaultConnMaxLifetime  = time.Hour
+	defaultPort            = libpqdsn.DefaultPort
+	defaultMaxConnsPerHost = 10
+	defaultConnMaxIdleTime = 5 * time.Minute
+	defaultConnMaxLifetime = time.Hour
+	defaultConnectTimeout  = 5 * time.Second
+	defaultWaitBudget      = 150 * time.Millisecond
+)
+
+// The internal timings' defaults (tuning.Knobs). Each is what the tests and
+// benchmarks named in docs/operations.md found right for every deployment
+// shape; none is a user's choice.
+const (
 	defaultHealthCheckAfter = time.Second
-	defaultConnectTimeout   = 5 * time.Second
 	defaultMonitorInterval  = 250 * time.Millisecond
 	idleMonitorFactor       = 4
-	defaultWaitBudget       = 150 * time.Millisecond
-	defaultFallbackWait     = 5 * time.Second
 	defaultProbeTimeout     = time.Second
 	defaultHedgeDelay       = 50 * time.Millisecond
 	defaultMaxHedgePercent  = 5
-	// defaultMaxPrimaryFallbacks: what MaxConnsPerHost/2 gave at the
-	// default pool size, before the bound stopped following it.
-	defaultMaxPrimaryFallbacks = 5
 )
 
 // Consistency is the guarantee a read gets when its context carries no
@@ -201,62 +153,27 @@ const (
 	ConsistencyPrimary
 )
 
-// ReadAfterWrite chooses between answering sooner and offloading the
-// primary for a read that needs a write so recent that its position has
-// not been read yet (positions are read after writes, shared between
-// them, a few milliseconds later: see docs/consistency.md).
-type ReadAfterWrite int
-
-// Read-after-write choices.
-const (
-	// ReadAfterWritePrimary answers sooner: the read goes to the primary
-	// at once when no replica is predicted to have the write as soon as
-	// the primary would answer (the write's time plus a replica's
-	// measured time lag, never less than its recovery_min_apply_delay,
-	// against the primary's round trip; a paused replica has it never).
-	// With pgx inside, where the write's position is read beside the
-	// read's own flight, a caught-up replica serves it, and a read whose
-	// replica turns out not to have it (the check in its flight says so,
-	// and again in a second flight) goes to the primary then rather than
-	// wait; with lib/pq, which reads the position first, a write younger
-	// than 5 ms goes to the primary. It holds a fallback slot when one is
-	// free; when none is, the read takes the replica path.
-	ReadAfterWritePrimary ReadAfterWrite = iota
-	// ReadAfterWriteReplica reads the write's position at once (one
-	// statement on the primary, shared by concurrent reads) and then
-	// looks for a replica as any positioned read does: the primary serves
-	// fewer reads, and the read answers later.
-	ReadAfterWriteReplica
-)
-
 // Fallback says what a read does when no replica satisfies it in time.
 type Fallback int
 
 // Fallback policies.
 const (
-	// FallbackDefault defers to Config.Fallback (in a context) or means
-	// FallbackPrimary (in Config).
-	FallbackDefault Fallback = iota
-	// FallbackPrimary reads from the primary (bounded by MaxPrimaryFallbacks).
-	FallbackPrimary
+	// FallbackPrimary reads from the primary. At most half the primary's
+	// pool (MaxConnsPerHost) serves reads that fell back at once, so
+	// writes keep the other half; more wait, in order of arrival, within
+	// their context's deadline.
+	FallbackPrimary Fallback = iota
 	// FallbackError returns an error wrapping ErrNoFreshReplica and never
 	// loads the primary ("replica only").
 	FallbackError
-	// FallbackStale lets a read without a position requirement (eventual,
-	// staleness, or a process default with nothing written) use a replica
-	// beyond the lag bounds, up to Config.StaleFallbackLag, instead of the
-	// primary. A read that needs a position still falls back to the
-	// primary: staleness there would break read-your-writes.
-	FallbackStale
 )
 
 // The names the DSN gives the enumerations' values.
 var (
-	driverNames         = []dsnopt.Name[InnerDriver]{{Name: "pgx", V: DriverPgx}, {Name: "pq", V: DriverPq}}
-	consistencyNames    = []dsnopt.Name[Consistency]{{Name: "process", V: ConsistencyProcess}, {Name: "eventual", V: ConsistencyEventual}, {Name: "primary", V: ConsistencyPrimary}}
-	fallbackNames       = []dsnopt.Name[Fallback]{{Name: "primary", V: FallbackPrimary}, {Name: "error", V: FallbackError}, {Name: "stale", V: FallbackStale}}
-	readAfterWriteNames = []dsnopt.Name[ReadAfterWrite]{{Name: "primary", V: ReadAfterWritePrimary}, {Name: "replica", V: ReadAfterWriteReplica}}
-	policyNames         = []dsnopt.Name[Policy]{{Name: "round_robin", V: PolicyRoundRobin}, {Name: "random", V: PolicyRandom}, {Name: "least_lag", V: PolicyLeastLag}, {Name: "latency", V: PolicyLatency}}
+	driverNames      = []dsnopt.Name[InnerDriver]{{Name: "pgx", V: DriverPgx}, {Name: "pq", V: DriverPq}}
+	consistencyNames = []dsnopt.Name[Consistency]{{Name: "process", V: ConsistencyProcess}, {Name: "eventual", V: ConsistencyEventual}, {Name: "primary", V: ConsistencyPrimary}}
+	fallbackNames    = []dsnopt.Name[Fallback]{{Name: "primary", V: FallbackPrimary}, {Name: "error", V: FallbackError}}
+	policyNames      = []dsnopt.Name[Policy]{{Name: "round_robin", V: PolicyRoundRobin}, {Name: "random", V: PolicyRandom}, {Name: "least_lag", V: PolicyLeastLag}, {Name: "latency", V: PolicyLatency}}
 )
 
 // The enumerations of Config print as the names the DSN takes and parse
@@ -268,22 +185,19 @@ func (c Consistency) String() string { return enumString(consistencyNames, c) }
 // MarshalText returns the DSN's name for c.
 func (c Consistency) MarshalText() ([]byte, error) { return enumText(consistencyNames, c) }
 
-// UnmarshalText parses a name the DSN option pgreplica_default takes.
+// UnmarshalText parses a name the DSN option pgreplica_consistency takes.
 func (c *Consistency) UnmarshalText(b []byte) error {
 	return enumParse(c, consistencyNames, "consistency", b)
 }
 
-// String returns "default" for FallbackDefault and the DSN's name for the
-// others.
-func (f Fallback) String() string { return enumString(fallbackTextNames, f) }
+func (f Fallback) String() string { return enumString(fallbackNames, f) }
 
-// MarshalText returns the DSN's name for f ("default" for FallbackDefault).
-func (f Fallback) MarshalText() ([]byte, error) { return enumText(fallbackTextNames, f) }
+// MarshalText returns the DSN's name for f.
+func (f Fallback) MarshalText() ([]byte, error) { return enumText(fallbackNames, f) }
 
-// UnmarshalText parses a name the DSN option pgreplica_fallback takes, or
-// "default".
+// UnmarshalText parses a name the DSN option pgreplica_fallback takes.
 func (f *Fallback) UnmarshalText(b []byte) error {
-	return enumParse(f, fallbackTextNames, "fallback", b)
+	return enumParse(f, fallbackNames, "fallback", b)
 }
 
 func (p Policy) String() string { return enumString(policyNames, p) }
@@ -293,21 +207,6 @@ func (p Policy) MarshalText() ([]byte, error) { return enumText(policyNames, p) 
 
 // UnmarshalText parses a name the DSN option pgreplica_policy takes.
 func (p *Policy) UnmarshalText(b []byte) error { return enumParse(p, policyNames, "policy", b) }
-
-func (r ReadAfterWrite) String() string { return enumString(readAfterWriteNames, r) }
-
-// MarshalText returns the DSN's name for r.
-func (r ReadAfterWrite) MarshalText() ([]byte, error) { return enumText(readAfterWriteNames, r) }
-
-// UnmarshalText parses a name the DSN option pgreplica_read_after_write
-// takes.
-func (r *ReadAfterWrite) UnmarshalText(b []byte) error {
-	return enumParse(r, readAfterWriteNames, "read-after-write choice", b)
-}
-
-// fallbackTextNames adds FallbackDefault, which Config and contexts take
-// but the DSN does not.
-var fallbackTextNames = append([]dsnopt.Name[Fallback]{{Name: "default", V: FallbackDefault}}, fallbackNames...)
 
 func enumString[T ~int](names []dsnopt.Name[T], v T) string {
 	if s, ok := dsnopt.NameOf(names, v); ok {
@@ -335,7 +234,6 @@ func enumParse[T ~int](p *T, names []dsnopt.Name[T], what string, b []byte) erro
 // them over five): what decide reads, and the hedge delay.
 type settings struct {
 	waitBudget, maxLag, hedgeDelay time.Duration
-	maxLagBytes                    uint64
 	zone                           string
 	consistency                    Consistency
 	fallback                       Fallback
@@ -343,11 +241,14 @@ type settings struct {
 
 func settingsOf(cfg *Config) settings {
 	return settings{
-		waitBudget: cfg.WaitBudget, maxLag: cfg.MaxLag, hedgeDelay: cfg.HedgeDelay,
-		maxLagBytes: cfg.MaxLagBytes, zone: cfg.Zone,
-		consistency: cfg.DefaultConsistency, fallback: cfg.Fallback,
+		waitBudget: cfg.WaitBudget, maxLag: cfg.MaxLag, hedgeDelay: cfg.knobs.HedgeDelay,
+		zone: cfg.Zone, consistency: cfg.Consistency, fallback: cfg.Fallback,
 	}
 }
+
+// fallbackSlots is how many reads that fell back may use the primary at
+// once: half its pool, so writes keep the other half.
+func (c *Config) fallbackSlots() int { return max(1, c.MaxConnsPerHost/2) }
 
 // ---- Checking a Config: its documented defaults (withDefaults) and the
 // values it may not take (validate) ----
@@ -355,7 +256,8 @@ func settingsOf(cfg *Config) settings {
 // withDefaults returns a copy of c with every zero field set to its
 // documented default. Hosts, Params and Pgx are copied, so later changes
 // to the caller's Config do not reach the copy. Negative values are kept for
-// validate to report (a negative HealthCheckAfter disables the check).
+// validate to report (a negative knobs.HedgeDelay or HealthCheckAfter
+// disables hedging or the check).
 func (c Config) withDefaults() Config {
 	c.Hosts = slices.Clone(c.Hosts)
 	for i := range c.Hosts {
@@ -370,20 +272,24 @@ func (c Config) withDefaults() Config {
 	c.MaxConnsPerHost = cmp.Or(c.MaxConnsPerHost, defaultMaxConnsPerHost)
 	c.ConnMaxIdleTime = cmp.Or(c.ConnMaxIdleTime, defaultConnMaxIdleTime)
 	c.ConnMaxLifetime = cmp.Or(c.ConnMaxLifetime, defaultConnMaxLifetime)
-	c.HealthCheckAfter = cmp.Or(c.HealthCheckAfter, defaultHealthCheckAfter)
 	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, defaultConnectTimeout)
-	c.MonitorInterval = cmp.Or(c.MonitorInterval, defaultMonitorInterval)
-	c.IdleMonitorInterval = max(cmp.Or(c.IdleMonitorInterval, idleMonitorFactor*c.MonitorInterval), c.MonitorInterval)
-	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, defaultProbeTimeout)
-	c.HedgeDelay = cmp.Or(c.HedgeDelay, defaultHedgeDelay)
-	c.MaxHedgePercent = cmp.Or(c.MaxHedgePercent, defaultMaxHedgePercent)
 	c.WaitBudget = cmp.Or(c.WaitBudget, defaultWaitBudget)
-	c.FallbackWait = cmp.Or(c.FallbackWait, defaultFallbackWait)
-	c.Fallback = cmp.Or(c.Fallback, FallbackPrimary)
-	c.MaxPrimaryFallbacks = cmp.Or(c.MaxPrimaryFallbacks, defaultMaxPrimaryFallbacks)
-	// DefaultConsistency (ConsistencyProcess) and Policy (PolicyRoundRobin)
-	// default to their zero values.
+	k := &c.knobs
+	k.HealthCheckAfter = cmp.Or(k.HealthCheckAfter, defaultHealthCheckAfter)
+	k.MonitorInterval = cmp.Or(k.MonitorInterval, defaultMonitorInterval)
+	k.IdleMonitorInterval = max(cmp.Or(k.IdleMonitorInterval, idleMonitorFactor*k.MonitorInterval), k.MonitorInterval)
+	k.ProbeTimeout = cmp.Or(k.ProbeTimeout, defaultProbeTimeout)
+	k.HedgeDelay = cmp.Or(k.HedgeDelay, defaultHedgeDelay)
+	k.MaxHedgePercent = min(max(cmp.Or(k.MaxHedgePercent, defaultMaxHedgePercent), 1), 100)
+	// Consistency (ConsistencyProcess), Fallback (FallbackPrimary) and
+	// Policy (PolicyRoundRobin) default to their zero values.
 	return c
+}
+
+func init() {
+	// Tests reach the internal timings through tuning.Set; nothing else
+	// sets it.
+	tuning.Set = func(cfg any, k tuning.Knobs) { cfg.(*Config).knobs = k }
 }
 
 func errBadConfigf(format string, args ...any) error {
@@ -426,12 +332,6 @@ func (c Config) validate() error {
 	if c.MaxConnsPerHost < 0 {
 		return errBadConfigf("MaxConnsPerHost is %d; want > 0, or 0 for the default %d", c.MaxConnsPerHost, defaultMaxConnsPerHost)
 	}
-	if c.MaxHedgePercent < 0 || c.MaxHedgePercent > 100 {
-		return errBadConfigf("MaxHedgePercent is %d; want 1 to 100, or 0 for the default %d", c.MaxHedgePercent, defaultMaxHedgePercent)
-	}
-	if c.MaxPrimaryFallbacks < 0 {
-		return errBadConfigf("MaxPrimaryFallbacks is %d; want > 0, or 0 for the default %d", c.MaxPrimaryFallbacks, defaultMaxPrimaryFallbacks)
-	}
 	for _, d := range [...]struct {
 		name string
 		v    time.Duration
@@ -439,33 +339,21 @@ func (c Config) validate() error {
 		{"ConnMaxIdleTime", c.ConnMaxIdleTime},
 		{"ConnMaxLifetime", c.ConnMaxLifetime},
 		{"ConnectTimeout", c.ConnectTimeout},
-		{"MonitorInterval", c.MonitorInterval},
-		{"IdleMonitorInterval", c.IdleMonitorInterval},
-		{"ProbeTimeout", c.ProbeTimeout},
 		{"WaitBudget", c.WaitBudget},
-		{"FallbackWait", c.FallbackWait},
 		{"MaxLag", c.MaxLag},
-		// HealthCheckAfter and HedgeDelay may be negative: that disables
-		// them.
 	} {
 		if d.v < 0 {
 			return errBadConfigf("%s is %v; want >= 0 (0 selects the default)", d.name, d.v)
 		}
 	}
-	if !dsnopt.Named(consistencyNames, c.DefaultConsistency) {
-		return errBadConfigf("DefaultConsistency is %d; want ConsistencyProcess, ConsistencyEventual or ConsistencyPrimary", int(c.DefaultConsistency))
+	if !dsnopt.Named(consistencyNames, c.Consistency) {
+		return errBadConfigf("Consistency is %d; want ConsistencyProcess, ConsistencyEventual or ConsistencyPrimary", int(c.Consistency))
 	}
-	if c.Fallback != FallbackDefault && !dsnopt.Named(fallbackNames, c.Fallback) {
-		return errBadConfigf("Fallback is %d; want FallbackDefault, FallbackPrimary, FallbackError or FallbackStale", int(c.Fallback))
-	}
-	if c.StaleFallbackLag < 0 {
-		return errBadConfigf("StaleFallbackLag is negative")
+	if !dsnopt.Named(fallbackNames, c.Fallback) {
+		return errBadConfigf("Fallback is %d; want FallbackPrimary or FallbackError", int(c.Fallback))
 	}
 	if len(c.Hosts) > maxHosts {
 		return errBadConfigf("%d hosts; at most %d are supported", len(c.Hosts), maxHosts)
-	}
-	if !dsnopt.Named(readAfterWriteNames, c.ReadAfterWrite) {
-		return errBadConfigf("ReadAfterWrite is %d; want ReadAfterWritePrimary or ReadAfterWriteReplica", int(c.ReadAfterWrite))
 	}
 	if !dsnopt.Named(policyNames, c.Policy) {
 		return errBadConfigf("Policy is %d; want PolicyRoundRobin, PolicyRandom, PolicyLeastLag or PolicyLatency", int(c.Policy))

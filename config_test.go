@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pgreplica/pgreplica/internal/tuning"
 	"reflect"
 	"strings"
 	"testing"
@@ -23,10 +24,8 @@ func TestEnumsRoundTripThroughText(t *testing.T) {
 	}{
 		{ConsistencyEventual, "eventual", new(Consistency)},
 		{ConsistencyProcess, "process", new(Consistency)},
-		{FallbackStale, "stale", new(Fallback)},
-		{FallbackDefault, "default", new(Fallback)},
+		{FallbackError, "error", new(Fallback)},
 		{PolicyLeastLag, "least_lag", new(Policy)},
-		{ReadAfterWriteReplica, "replica", new(ReadAfterWrite)},
 	}
 	for _, tc := range cases {
 		if got := tc.v.String(); got != tc.want {
@@ -71,22 +70,22 @@ func ExamplePolicy_UnmarshalText() {
 func TestWithDefaults(t *testing.T) {
 	full := func(mod func(*Config)) Config {
 		c := Config{
-			Hosts:               []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)},
-			Driver:              DriverPgx,
-			MaxConnsPerHost:     10,
-			ConnMaxIdleTime:     5 * time.Minute,
-			ConnMaxLifetime:     time.Hour,
-			HealthCheckAfter:    time.Second,
-			ConnectTimeout:      5 * time.Second,
-			MonitorInterval:     250 * time.Millisecond,
-			IdleMonitorInterval: time.Second,
-			ProbeTimeout:        time.Second,
-			HedgeDelay:          50 * time.Millisecond,
-			MaxHedgePercent:     5,
-			WaitBudget:          150 * time.Millisecond,
-			FallbackWait:        5 * time.Second,
-			Fallback:            FallbackPrimary,
-			MaxPrimaryFallbacks: 5,
+			Hosts:           []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)},
+			Driver:          DriverPgx,
+			MaxConnsPerHost: 10,
+			ConnMaxIdleTime: 5 * time.Minute,
+			ConnMaxLifetime: time.Hour,
+			ConnectTimeout:  5 * time.Second,
+			WaitBudget:      150 * time.Millisecond,
+			Fallback:        FallbackPrimary,
+			knobs: tuning.Knobs{
+				HealthCheckAfter:    time.Second,
+				MonitorInterval:     250 * time.Millisecond,
+				IdleMonitorInterval: time.Second,
+				ProbeTimeout:        time.Second,
+				HedgeDelay:          50 * time.Millisecond,
+				MaxHedgePercent:     5,
+			},
 		}
 		if mod != nil {
 			mod(&c)
@@ -100,18 +99,14 @@ func TestWithDefaults(t *testing.T) {
 	}{
 		{"zero config", Config{Hosts: []Host{{Addr: "h1"}, dsnHost("h2", 5433)}}, full(nil)},
 		{"explicit values kept", full(func(c *Config) {
-			c.Driver, c.MaxConnsPerHost, c.WaitBudget, c.Fallback, c.MaxPrimaryFallbacks = DriverPq, 4, time.Second, FallbackError, 9
-			c.DefaultConsistency, c.Policy, c.HealthCheckAfter = ConsistencyPrimary, PolicyLatency, 3*time.Second
+			c.Driver, c.MaxConnsPerHost, c.WaitBudget, c.Fallback = DriverPq, 4, time.Second, FallbackError
+			c.Consistency, c.Policy, c.knobs.HealthCheckAfter = ConsistencyPrimary, PolicyLatency, 3*time.Second
 		}), full(func(c *Config) {
-			c.Driver, c.MaxConnsPerHost, c.WaitBudget, c.Fallback, c.MaxPrimaryFallbacks = DriverPq, 4, time.Second, FallbackError, 9
-			c.DefaultConsistency, c.Policy, c.HealthCheckAfter = ConsistencyPrimary, PolicyLatency, 3*time.Second
+			c.Driver, c.MaxConnsPerHost, c.WaitBudget, c.Fallback = DriverPq, 4, time.Second, FallbackError
+			c.Consistency, c.Policy, c.knobs.HealthCheckAfter = ConsistencyPrimary, PolicyLatency, 3*time.Second
 		})},
-		{"fallbacks do not follow a larger pool", Config{Hosts: []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)}, MaxConnsPerHost: 40},
-			full(func(c *Config) { c.MaxConnsPerHost = 40 })},
-		{"fallbacks do not follow a smaller pool", Config{Hosts: []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)}, MaxConnsPerHost: 1},
-			full(func(c *Config) { c.MaxConnsPerHost = 1 })},
-		{"negative health check kept", Config{Hosts: []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)}, HealthCheckAfter: -1},
-			full(func(c *Config) { c.HealthCheckAfter = -1 })},
+		{"negative health check kept", Config{Hosts: []Host{dsnHost("h1", 5432), dsnHost("h2", 5433)}, knobs: tuning.Knobs{HealthCheckAfter: -1}},
+			full(func(c *Config) { c.knobs.HealthCheckAfter = -1 })},
 		{"zones and params kept", Config{Hosts: []Host{dsnHostZ("h1", 0, "a"), dsnHostZ("h2", 5433, "b")}, Params: map[string]string{"sslmode": "disable"}, Zone: "a"},
 			full(func(c *Config) {
 				c.Hosts[0].Zone, c.Hosts[1].Zone, c.Zone = "a", "b", "a"
@@ -156,11 +151,11 @@ func TestValidate(t *testing.T) {
 		errHas string
 	}{
 		{"minimal", ok(func(*Config) {}), nil, ""},
-		{"negative health check disables", ok(func(c *Config) { c.HealthCheckAfter = -time.Second }), nil, ""},
+		{"negative health check disables", ok(func(c *Config) { c.knobs.HealthCheckAfter = -time.Second }), nil, ""},
 		{"every field set", ok(func(c *Config) {
 			c.Driver, c.MaxConnsPerHost, c.ConnMaxIdleTime, c.ConnMaxLifetime = DriverPq, 3, time.Second, time.Minute
-			c.ConnectTimeout, c.MonitorInterval, c.WaitBudget, c.MaxLag = 1, 1, 1, time.Second
-			c.DefaultConsistency, c.Fallback, c.Policy, c.MaxPrimaryFallbacks = ConsistencyEventual, FallbackError, PolicyRandom, 2
+			c.ConnectTimeout, c.knobs.MonitorInterval, c.WaitBudget, c.MaxLag = 1, 1, 1, time.Second
+			c.Consistency, c.Fallback, c.Policy = ConsistencyEventual, FallbackError, PolicyRandom
 			c.Params = map[string]string{"sslmode": "require", "search_path": "a,b", "myapp.x": ""}
 		}), nil, ""},
 		{"same addr other port", ok(func(c *Config) { c.Hosts = append(c.Hosts, dsnHost("h1", 5433)) }), nil, ""},
@@ -170,16 +165,14 @@ func TestValidate(t *testing.T) {
 		{"duplicate host, default port", ok(func(c *Config) { c.Hosts[1].Addr = "h1" }), ErrBadConfig, "same server"},
 		{"unknown driver", ok(func(c *Config) { c.Driver = "mysql" }), ErrUnknownOption, `"mysql"; valid drivers: pgx, pq`},
 		{"negative pool", ok(func(c *Config) { c.MaxConnsPerHost = -1 }), ErrBadConfig, "MaxConnsPerHost"},
-		{"negative fallbacks", ok(func(c *Config) { c.MaxPrimaryFallbacks = -2 }), ErrBadConfig, "MaxPrimaryFallbacks"},
 		{"negative idle time", ok(func(c *Config) { c.ConnMaxIdleTime = -1 }), ErrBadConfig, "ConnMaxIdleTime"},
 		{"negative lifetime", ok(func(c *Config) { c.ConnMaxLifetime = -1 }), ErrBadConfig, "ConnMaxLifetime"},
 		{"negative connect timeout", ok(func(c *Config) { c.ConnectTimeout = -1 }), ErrBadConfig, "ConnectTimeout"},
-		{"negative monitor interval", ok(func(c *Config) { c.MonitorInterval = -1 }), ErrBadConfig, "MonitorInterval"},
 		{"negative wait budget", ok(func(c *Config) { c.WaitBudget = -time.Millisecond }), ErrBadConfig, "WaitBudget"},
 		{"negative max lag", ok(func(c *Config) { c.MaxLag = -1 }), ErrBadConfig, "MaxLag"},
-		{"consistency out of range", ok(func(c *Config) { c.DefaultConsistency = 3 }), ErrBadConfig, "DefaultConsistency"},
-		{"consistency negative", ok(func(c *Config) { c.DefaultConsistency = -1 }), ErrBadConfig, "DefaultConsistency"},
-		{"fallback out of range", ok(func(c *Config) { c.Fallback = FallbackStale + 1 }), ErrBadConfig, "Fallback"},
+		{"consistency out of range", ok(func(c *Config) { c.Consistency = 3 }), ErrBadConfig, "Consistency"},
+		{"consistency negative", ok(func(c *Config) { c.Consistency = -1 }), ErrBadConfig, "Consistency"},
+		{"fallback out of range", ok(func(c *Config) { c.Fallback = FallbackError + 1 }), ErrBadConfig, "Fallback"},
 		{"policy out of range", ok(func(c *Config) { c.Policy = 4 }), ErrBadConfig, "Policy"},
 		{"nul in password", ok(func(c *Config) { c.Password = "s3cr3t\x00" }), ErrBadConfig, "Password contains a NUL"},
 		{"nul in user", ok(func(c *Config) { c.User = "a\x00" }), ErrBadConfig, "User"},

@@ -76,12 +76,12 @@ func newConnector(cfg Config, inner innerFunc) (*Connector, error) {
 	}
 	c.marks = handleMarks{mark: &c.mark, local: &c.localMarks, capturer: c.capturing(), captureTimeout: cfg.ConnectTimeout}
 	c.mon = newMonitor(&c.nodes, &c.membersMu, &c.topo, &c.primaryLSNs, &c.marks, monitorSettings{
-		password: cfg.Password, excludeSync: cfg.ExcludeSyncStandby,
-		interval: cfg.MonitorInterval, idleInterval: cfg.IdleMonitorInterval,
+		password: cfg.Password,
+		interval: cfg.knobs.MonitorInterval, idleInterval: cfg.knobs.IdleMonitorInterval,
 	}, c.log)
-	c.fallbacks.slots = make(chan struct{}, cfg.MaxPrimaryFallbacks)
-	c.fallbacks.wait, c.fallbacks.metrics, c.fallbacks.log = cfg.FallbackWait, &c.metrics, c.log
-	c.hedges = hedger{budget: hedging.NewBudget(cfg.MaxHedgePercent), watch: newHedgeWatch(cfg.HedgeDelay)}
+	c.fallbacks.slots = make(chan struct{}, cfg.fallbackSlots())
+	c.fallbacks.wait, c.fallbacks.metrics, c.fallbacks.log = cfg.ConnectTimeout, &c.metrics, c.log
+	c.hedges = hedger{budget: hedging.NewBudget(cfg.knobs.MaxHedgePercent), watch: newHedgeWatch(cfg.knobs.HedgeDelay)}
 	c.picker = cmp.Or(cfg.Picker, newPicker(cfg.Policy))
 	var nodes []*node
 	for i, h := range cfg.Hosts {
@@ -166,7 +166,7 @@ func (c *Connector) awaitTopology(ctx context.Context) error {
 			defer c.wg.Done()
 			c.watchNames(mctx)
 		}()
-		if c.cfg.HedgeDelay > 0 {
+		if c.cfg.knobs.HedgeDelay > 0 {
 			c.wg.Add(1)
 			go func() {
 				defer c.wg.Done()
@@ -225,7 +225,7 @@ func (c *Connector) acquireProber(n *node) {
 
 func (c *Connector) proberKey(n *node) prober.Key {
 	return prober.Key{Driver: c.cfg.Driver, DSN: c.cfg.hostDSN(n.host), Pin: n.pin, ConnectTimeout: c.cfg.ConnectTimeout,
-		Timeout: c.cfg.ProbeTimeout, FullProbes: c.cfg.ExcludeSyncStandby, Pgx: c.cfg.Pgx.monitorKey()}
+		Timeout: c.cfg.knobs.ProbeTimeout, Pgx: c.cfg.Pgx.monitorKey()}
 }
 
 // releaseProbers lets go of the probers (after the monitor stopped).
@@ -247,7 +247,7 @@ func (c *Connector) releaseProber(n *node) {
 
 // privilegeErr is what Connect and Ping return when the role lacks a
 // privilege the driver needs (topology.privilegeErr), nil otherwise.
-func (c *Connector) privilegeErr(t *topology) error { return t.privilegeErr(c.cfg.ExcludeSyncStandby) }
+func (c *Connector) privilegeErr(t *topology) error { return t.privilegeErr() }
 
 // Close stops the monitor and closes every physical connection at once,
 // like db.Close with pgx or lib/pq: it does not wait for connections the

@@ -24,7 +24,7 @@ type requirement struct {
 	primary      bool          // WithPrimary: must be current
 	eventual     bool          // WithEventual: any healthy replica, ignore the process default
 	maxStaleness time.Duration // WithMaxStaleness: replica time lag ≤ d (0 = unset)
-	fallback     Fallback      // WithFallback; FallbackDefault = connector's setting
+	fallback     *Fallback     // WithFallback; nil: the connector's Config.Fallback
 }
 
 // requirementFrom returns the context's requirement, or nil when it has
@@ -60,7 +60,7 @@ func withRequirement(ctx context.Context, change func(*requirement)) context.Con
 //     monotonic).
 //  3. WithMaxStaleness: any replica whose time lag is at most d.
 //  4. WithEventual: any healthy replica.
-//  5. None of these: the connector's default (Config.DefaultConsistency).
+//  5. None of these: the connector's default (Config.Consistency).
 //
 // Only the strongest requirement present decides; a weaker one never
 // relaxes it. WithFallback applies whichever requirement decides.
@@ -145,9 +145,8 @@ func WithMaxStaleness(ctx context.Context, d time.Duration) context.Context {
 // their requirement within the wait budget, do what f says: FallbackPrimary
 // reads from the primary; FallbackError ("replica only") never loads the
 // primary and returns an error wrapping ErrNoFreshReplica that says why.
-// FallbackDefault restores the connector's Config.Fallback.
 func WithFallback(ctx context.Context, f Fallback) context.Context {
-	return withRequirement(ctx, func(r *requirement) { r.fallback = f })
+	return withRequirement(ctx, func(r *requirement) { r.fallback = &f })
 }
 
 // readKind is the requirement that decides a read's route, in increasing
@@ -155,7 +154,7 @@ func WithFallback(ctx context.Context, f Fallback) context.Context {
 type readKind uint8
 
 const (
-	readDefault   readKind = iota // no requirement: Config.DefaultConsistency
+	readDefault   readKind = iota // no requirement: Config.Consistency
 	readEventual                  // any healthy replica
 	readStaleness                 // replica time lag ≤ maxStaleness
 	readPosition                  // replica replay LSN ≥ the position
@@ -199,8 +198,8 @@ func (r *requirement) decide(sysid uint64) (readKind, LSN, error) {
 // fallbackOr returns the context's fallback policy, or def when the context
 // sets none.
 func (r *requirement) fallbackOr(def Fallback) Fallback {
-	if r == nil || r.fallback == FallbackDefault {
+	if r == nil || r.fallback == nil {
 		return def
 	}
-	return r.fallback
+	return *r.fallback
 }

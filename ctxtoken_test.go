@@ -21,7 +21,11 @@ func TestRequirementCopySemantics(t *testing.T) {
 		t.Fatalf("deriving a context changed the parent's requirement: %+v", *requirementFrom(parent))
 	}
 	got := *requirementFrom(child)
-	want := requirement{minLSN: 100, primary: true, eventual: true, maxStaleness: time.Second, fallback: FallbackError}
+	if got.fallback == nil || *got.fallback != FallbackError {
+		t.Fatalf("child fallback %v, want FallbackError", got.fallback)
+	}
+	got.fallback = nil
+	want := requirement{minLSN: 100, primary: true, eventual: true, maxStaleness: time.Second}
 	if got != want {
 		t.Fatalf("child requirement %+v, want %+v", got, want)
 	}
@@ -152,8 +156,8 @@ func TestFallbackOr(t *testing.T) {
 	if got := requirementFrom(ctx).fallbackOr(FallbackPrimary); got != FallbackError {
 		t.Fatalf("FallbackError: %v", got)
 	}
-	if got := requirementFrom(WithFallback(ctx, FallbackDefault)).fallbackOr(FallbackPrimary); got != FallbackPrimary {
-		t.Fatalf("FallbackDefault: %v", got)
+	if got := requirementFrom(WithFallback(ctx, FallbackPrimary)).fallbackOr(FallbackError); got != FallbackPrimary {
+		t.Fatalf("FallbackPrimary over the connector's FallbackError: %v", got)
 	}
 }
 

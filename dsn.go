@@ -63,30 +63,18 @@ import (
 // its default (see Config); an option whose zero value would silently mean
 // "default" rejects 0.
 //
-//	pgreplica_driver                 inner driver: pgx (default) or pq
-//	pgreplica_max_conns_per_host     physical connections per host, > 0 (default 10)
-//	pgreplica_conn_max_idle_time     close connections idle this long, > 0 (default 5m)
-//	pgreplica_conn_max_lifetime      close connections this old, > 0 (default 1h)
-//	pgreplica_health_check_after     ping connections idle this long, > 0; negative disables (default 1s)
-//	pgreplica_connect_timeout        bound on each connection attempt, > 0 (default 5s)
-//	pgreplica_monitor_interval       topology poll interval, > 0 (default 250ms)
-//	pgreplica_idle_monitor_interval  topology poll interval while no statement runs, > 0 (default 4 × monitor_interval)
-//	pgreplica_probe_timeout          a host that does not answer a probe this long is down, > 0 (default 1s)
-//	pgreplica_hedge_delay            least wait before a slow replica read is also sent to another, > 0; negative disables (default 50ms)
-//	pgreplica_max_hedge_percent      hedged reads, in percent of replica reads, 1-100 (default 5)
-//	pgreplica_default                consistency without a requirement in ctx: process (default), eventual or primary
-//	pgreplica_wait_budget            longest wait for a fresh replica, > 0 (default 150ms)
-//	pgreplica_read_after_write       a read that needs a write too recent for any replica: primary (default) or replica
-//	pgreplica_fallback               when no replica qualifies: primary (default), error, or stale (untokened reads only)
-//	pgreplica_fallback_wait          longest wait for a fallback slot on the primary, > 0 (default 5s)
-//	pgreplica_stale_fallback_lag     lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)
-//	pgreplica_max_primary_fallbacks  concurrent reads fallen back to the primary, > 0 (default 5)
-//	pgreplica_policy                 replica choice: round_robin (default), random, least_lag or latency
-//	pgreplica_zone                   the client's zone; replicas in it are preferred
-//	pgreplica_zones                  zones of the hosts, comma-separated, one per host in host order
-//	pgreplica_max_lag_bytes          exclude replicas further behind, in bytes or with kB, MB, GB, TB (0: no bound)
-//	pgreplica_max_lag                exclude replicas further behind in time, >= 0 (0: no bound)
-//	pgreplica_exclude_sync_standby   keep synchronous standbys out of the read pool: true or false
+//	pgreplica_driver              inner driver: pgx (default) or pq
+//	pgreplica_max_conns_per_host  physical connections per host, > 0 (default 10)
+//	pgreplica_conn_max_idle_time  close connections idle this long, > 0 (default 5m)
+//	pgreplica_conn_max_lifetime   close connections this old, > 0 (default 1h)
+//	pgreplica_connect_timeout     bound on each connection attempt, > 0 (default 5s)
+//	pgreplica_consistency         reads without a requirement in ctx: process (default), eventual or primary
+//	pgreplica_wait_budget         longest wait for a fresh replica, > 0 (default 150ms)
+//	pgreplica_fallback            when no replica qualifies: primary (default) or error
+//	pgreplica_max_lag             exclude replicas further behind in time, >= 0 (0: no bound)
+//	pgreplica_policy              replica choice: round_robin (default), random, least_lag or latency
+//	pgreplica_zone                the client's zone; replicas in it are preferred
+//	pgreplica_zones               zones of the hosts, comma-separated, one per host in host order
 //
 // Option names are matched without regard to case. An unknown pgreplica_*
 // parameter yields an error wrapping ErrUnknownOption that lists the valid
@@ -232,13 +220,34 @@ func unknownOptionError(name string) error {
 	}
 	sort.Strings(names)
 	hint := ""
-	if s := dsnopt.Closest(strings.ToLower(name), names); s != "" {
+	if why, ok := removedOptions[strings.ToLower(name)]; ok {
+		hint = " (removed: " + why + ")"
+	} else if s := dsnopt.Closest(strings.ToLower(name), names); s != "" {
 		hint = fmt.Sprintf(" (did you mean %s?)", s)
 	}
 	return newDSNError(ErrUnknownOption, "%q%s; valid pgreplica options: %s", name, hint, strings.Join(names, ", "))
 }
 
 // ---- pgreplica_* options ----
+
+// removedOptions are the options of earlier development versions, each
+// with what took its place, so a DSN that still carries one fails with a
+// reason rather than a guess.
+var removedOptions = map[string]string{
+	"pgreplica_default":               "renamed pgreplica_consistency",
+	"pgreplica_health_check_after":    "idle connections are pinged after 1s",
+	"pgreplica_monitor_interval":      "the monitor probes every 250ms while statements run, every second while idle",
+	"pgreplica_idle_monitor_interval": "the monitor probes every second while idle",
+	"pgreplica_probe_timeout":         "a host that does not answer a probe for 1s is down",
+	"pgreplica_hedge_delay":           "a read is hedged after what its replica's recent answers predict, at least 50ms",
+	"pgreplica_max_hedge_percent":     "hedges are at most 5% of replica reads",
+	"pgreplica_read_after_write":      "a read after a write no replica can have yet goes to the primary",
+	"pgreplica_fallback_wait":         "a read waits for a fallback slot within its context's deadline",
+	"pgreplica_stale_fallback_lag":    "fallback=stale is gone: use pgreplica_max_lag, or WithMaxStaleness in the context",
+	"pgreplica_max_primary_fallbacks": "reads that fell back use at most half of pgreplica_max_conns_per_host",
+	"pgreplica_max_lag_bytes":         "use pgreplica_max_lag, a bound in time",
+	"pgreplica_exclude_sync_standby":  "synchronous standbys serve reads like any replica",
+}
 
 // option is one pgreplica_* parameter: its name, its documentation and the
 // Config setting it binds to.
@@ -255,26 +264,14 @@ var dsnOptions = []dsnOption{
 	{"pgreplica_max_conns_per_host", "physical connections per host, > 0 (default 10)", func(c *Config) dsnopt.Value { return dsnopt.Int{P: &c.MaxConnsPerHost, Min: 1} }},
 	{"pgreplica_conn_max_idle_time", "close connections idle this long, > 0 (default 5m)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.ConnMaxIdleTime, Rule: dsnopt.Positive} }},
 	{"pgreplica_conn_max_lifetime", "close connections this old, > 0 (default 1h)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.ConnMaxLifetime, Rule: dsnopt.Positive} }},
-	{"pgreplica_health_check_after", "ping connections idle this long, > 0; negative disables (default 1s)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.HealthCheckAfter, Rule: dsnopt.NonZero} }},
 	{"pgreplica_connect_timeout", "bound on each connection attempt, > 0 (default 5s)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.ConnectTimeout, Rule: dsnopt.Positive} }},
-	{"pgreplica_monitor_interval", "topology poll interval, > 0 (default 250ms)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.MonitorInterval, Rule: dsnopt.Positive} }},
-	{"pgreplica_idle_monitor_interval", "topology poll interval while no statement runs, > 0 (default 4 × monitor_interval)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.IdleMonitorInterval, Rule: dsnopt.Positive} }},
-	{"pgreplica_probe_timeout", "a host that does not answer a probe this long is down, > 0 (default 1s)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.ProbeTimeout, Rule: dsnopt.Positive} }},
-	{"pgreplica_hedge_delay", "least wait before a slow replica read is also sent to another, > 0; negative disables (default 50ms)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.HedgeDelay, Rule: dsnopt.NonZero} }},
-	{"pgreplica_max_hedge_percent", "hedged reads, in percent of replica reads, 1-100 (default 5)", func(c *Config) dsnopt.Value { return dsnopt.Int{P: &c.MaxHedgePercent, Min: 1, Max: 100} }},
-	{"pgreplica_default", "consistency without a requirement in ctx: process (default), eventual or primary", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.DefaultConsistency, consistencyNames) }},
+	{"pgreplica_consistency", "reads without a requirement in ctx: process (default), eventual or primary", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.Consistency, consistencyNames) }},
 	{"pgreplica_wait_budget", "longest wait for a fresh replica, > 0 (default 150ms)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.WaitBudget, Rule: dsnopt.Positive} }},
-	{"pgreplica_read_after_write", "a read that needs a write too recent for any replica: primary (default) or replica", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.ReadAfterWrite, readAfterWriteNames) }},
-	{"pgreplica_fallback", "when no replica qualifies: primary (default), error, or stale (untokened reads only)", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.Fallback, fallbackNames) }},
-	{"pgreplica_fallback_wait", "longest wait for a fallback slot on the primary, > 0 (default 5s)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.FallbackWait, Rule: dsnopt.Positive} }},
-	{"pgreplica_stale_fallback_lag", "lag bound for pgreplica_fallback=stale, >= 0 (0: any healthy replica)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.StaleFallbackLag, Rule: dsnopt.NonNegative} }},
-	{"pgreplica_max_primary_fallbacks", "concurrent reads fallen back to the primary, > 0 (default 5)", func(c *Config) dsnopt.Value { return dsnopt.Int{P: &c.MaxPrimaryFallbacks, Min: 1} }},
+	{"pgreplica_fallback", "when no replica qualifies: primary (default) or error", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.Fallback, fallbackNames) }},
+	{"pgreplica_max_lag", "exclude replicas further behind in time, >= 0 (0: no bound)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.MaxLag, Rule: dsnopt.NonNegative} }},
 	{"pgreplica_policy", "replica choice: round_robin (default), random, least_lag or latency", func(c *Config) dsnopt.Value { return dsnopt.Enum(&c.Policy, policyNames) }},
 	{"pgreplica_zone", "the client's zone; replicas in it are preferred", func(c *Config) dsnopt.Value { return dsnopt.String{P: &c.Zone} }},
 	{"pgreplica_zones", "zones of the hosts, comma-separated, one per host in host order", func(c *Config) dsnopt.Value { return dsnZonesOpt{c} }},
-	{"pgreplica_max_lag_bytes", "exclude replicas further behind, in bytes or with kB, MB, GB, TB (0: no bound)", func(c *Config) dsnopt.Value { return dsnopt.Bytes{P: &c.MaxLagBytes} }},
-	{"pgreplica_max_lag", "exclude replicas further behind in time, >= 0 (0: no bound)", func(c *Config) dsnopt.Value { return dsnopt.Duration{P: &c.MaxLag, Rule: dsnopt.NonNegative} }},
-	{"pgreplica_exclude_sync_standby", "keep synchronous standbys out of the read pool: true or false", func(c *Config) dsnopt.Value { return dsnopt.Bool{P: &c.ExcludeSyncStandby} }},
 }
 
 func findDSNOption(name string) *dsnOption {

@@ -2,6 +2,7 @@ package pgreplica
 
 import (
 	"errors"
+	"github.com/pgreplica/pgreplica/internal/tuning"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -127,16 +128,13 @@ var dsnCases = []dsnCase{
 	{name: "kv runtime parameter with dot", dsn: "host=h1 myapp.tenant=7",
 		want: &Config{Hosts: []Host{dsnHost("h1", 5432)}, Params: map[string]string{"myapp.tenant": "7"}}},
 	{name: "kv every option", dsn: "host=a,b,c pgreplica_driver=pq pgreplica_max_conns_per_host=20 pgreplica_conn_max_idle_time=1m " +
-		"pgreplica_conn_max_lifetime=2h pgreplica_health_check_after=2s pgreplica_connect_timeout=3s pgreplica_monitor_interval=100ms " +
-		"pgreplica_default=eventual pgreplica_wait_budget=50ms pgreplica_fallback=error pgreplica_max_primary_fallbacks=3 " +
-		"pgreplica_policy=least_lag pgreplica_zone=eu-1a pgreplica_zones='eu-1a, eu-1b,' pgreplica_max_lag_bytes=16MB " +
-		"pgreplica_max_lag=2s pgreplica_exclude_sync_standby=on",
+		"pgreplica_conn_max_lifetime=2h pgreplica_connect_timeout=3s " +
+		"pgreplica_consistency=eventual pgreplica_wait_budget=50ms pgreplica_fallback=error " +
+		"pgreplica_policy=least_lag pgreplica_zone=eu-1a pgreplica_zones='eu-1a, eu-1b,' pgreplica_max_lag=2s",
 		want: &Config{Hosts: []Host{dsnHostZ("a", 5432, "eu-1a"), dsnHostZ("b", 5432, "eu-1b"), dsnHostZ("c", 5432, "")},
 			Driver: DriverPq, MaxConnsPerHost: 20, ConnMaxIdleTime: time.Minute, ConnMaxLifetime: 2 * time.Hour,
-			HealthCheckAfter: 2 * time.Second, ConnectTimeout: 3 * time.Second, MonitorInterval: 100 * time.Millisecond,
-			DefaultConsistency: ConsistencyEventual, WaitBudget: 50 * time.Millisecond, Fallback: FallbackError,
-			MaxPrimaryFallbacks: 3, Policy: PolicyLeastLag, Zone: "eu-1a", MaxLagBytes: 16 << 20, MaxLag: 2 * time.Second,
-			ExcludeSyncStandby: true}},
+			ConnectTimeout: 3 * time.Second, Consistency: ConsistencyEventual, WaitBudget: 50 * time.Millisecond, Fallback: FallbackError,
+			Policy: PolicyLeastLag, Zone: "eu-1a", MaxLag: 2 * time.Second}},
 
 	// ---- every option, good values ----
 	{name: "opt driver pgx", dsn: "host=h pgreplica_driver=pgx", check: dsnField(func(c Config) InnerDriver { return c.Driver }, DriverPgx)},
@@ -144,62 +142,34 @@ var dsnCases = []dsnCase{
 	{name: "opt max_conns_per_host", dsn: "host=h pgreplica_max_conns_per_host=1", check: dsnField(func(c Config) int { return c.MaxConnsPerHost }, 1)},
 	{name: "opt conn_max_idle_time", dsn: "host=h pgreplica_conn_max_idle_time=90s", check: dsnField(func(c Config) time.Duration { return c.ConnMaxIdleTime }, 90*time.Second)},
 	{name: "opt conn_max_lifetime", dsn: "host=h pgreplica_conn_max_lifetime=1h30m", check: dsnField(func(c Config) time.Duration { return c.ConnMaxLifetime }, 90*time.Minute)},
-	{name: "opt health_check_after", dsn: "host=h pgreplica_health_check_after=500ms", check: dsnField(func(c Config) time.Duration { return c.HealthCheckAfter }, 500*time.Millisecond)},
-	{name: "opt health_check_after negative disables", dsn: "host=h pgreplica_health_check_after=-1s", check: dsnField(func(c Config) time.Duration { return c.HealthCheckAfter }, -time.Second)},
 	{name: "opt connect_timeout", dsn: "host=h pgreplica_connect_timeout=10s", check: dsnField(func(c Config) time.Duration { return c.ConnectTimeout }, 10*time.Second)},
-	{name: "opt monitor_interval", dsn: "host=h pgreplica_monitor_interval=1s", check: dsnField(func(c Config) time.Duration { return c.MonitorInterval }, time.Second)},
-	{name: "opt idle_monitor_interval", dsn: "host=h pgreplica_idle_monitor_interval=2s", check: dsnField(func(c Config) time.Duration { return c.IdleMonitorInterval }, 2*time.Second)},
-	{name: "opt probe_timeout", dsn: "host=h pgreplica_probe_timeout=300ms", check: dsnField(func(c Config) time.Duration { return c.ProbeTimeout }, 300*time.Millisecond)},
-	{name: "opt hedge_delay", dsn: "host=h pgreplica_hedge_delay=20ms", check: dsnField(func(c Config) time.Duration { return c.HedgeDelay }, 20*time.Millisecond)},
-	{name: "opt hedge_delay negative disables", dsn: "host=h pgreplica_hedge_delay=-1s", check: dsnField(func(c Config) time.Duration { return c.HedgeDelay }, -time.Second)},
-	{name: "opt max_hedge_percent", dsn: "host=h pgreplica_max_hedge_percent=10", check: dsnField(func(c Config) int { return c.MaxHedgePercent }, 10)},
-	{name: "opt default process", dsn: "host=h pgreplica_default=eventual pgreplica_default=process", check: dsnField(func(c Config) Consistency { return c.DefaultConsistency }, ConsistencyProcess)},
-	{name: "opt default primary", dsn: "host=h pgreplica_default=primary", check: dsnField(func(c Config) Consistency { return c.DefaultConsistency }, ConsistencyPrimary)},
+	{name: "opt consistency process", dsn: "host=h pgreplica_consistency=eventual pgreplica_consistency=process", check: dsnField(func(c Config) Consistency { return c.Consistency }, ConsistencyProcess)},
+	{name: "opt consistency primary", dsn: "host=h pgreplica_consistency=primary", check: dsnField(func(c Config) Consistency { return c.Consistency }, ConsistencyPrimary)},
 	{name: "opt wait_budget", dsn: "postgres://h/db?pgreplica_wait_budget=150ms", check: dsnField(func(c Config) time.Duration { return c.WaitBudget }, 150*time.Millisecond)},
-	{name: "opt fallback_wait", dsn: "postgres://h/db?pgreplica_fallback_wait=2s", check: dsnField(func(c Config) time.Duration { return c.FallbackWait }, 2*time.Second)},
-	{name: "opt read after write replica", dsn: "host=h pgreplica_read_after_write=replica", check: dsnField(func(c Config) ReadAfterWrite { return c.ReadAfterWrite }, ReadAfterWriteReplica)},
 	{name: "opt fallback primary", dsn: "host=h pgreplica_fallback=primary", check: dsnField(func(c Config) Fallback { return c.Fallback }, FallbackPrimary)},
-	{name: "opt max_primary_fallbacks", dsn: "host=h pgreplica_max_primary_fallbacks=2", check: dsnField(func(c Config) int { return c.MaxPrimaryFallbacks }, 2)},
 	{name: "opt policy round-robin", dsn: "host=h pgreplica_policy=Round-Robin", check: dsnField(func(c Config) Policy { return c.Policy }, PolicyRoundRobin)},
 	{name: "opt policy random", dsn: "host=h pgreplica_policy=random", check: dsnField(func(c Config) Policy { return c.Policy }, PolicyRandom)},
 	{name: "opt policy latency", dsn: "host=h pgreplica_policy=latency", check: dsnField(func(c Config) Policy { return c.Policy }, PolicyLatency)},
 	{name: "opt zone with spaces", dsn: "host=h pgreplica_zone='us east'", check: dsnField(func(c Config) string { return c.Zone }, "us east")},
 	{name: "opt zones url", dsn: "postgres://h1,h2/db?pgreplica_zones=z1,z2", check: dsnField(func(c Config) []Host { return c.Hosts }, []Host{dsnHostZ("h1", 5432, "z1"), dsnHostZ("h2", 5432, "z2")})},
-	{name: "opt max_lag_bytes plain", dsn: "host=h pgreplica_max_lag_bytes=1048576", check: dsnField(func(c Config) uint64 { return c.MaxLagBytes }, 1<<20)},
-	{name: "opt max_lag_bytes kB", dsn: "host=h pgreplica_max_lag_bytes=64kB", check: dsnField(func(c Config) uint64 { return c.MaxLagBytes }, 64<<10)},
-	{name: "opt fallback stale", dsn: "host=h pgreplica_fallback=stale pgreplica_stale_fallback_lag=10s", check: dsnField(func(c Config) time.Duration { return c.StaleFallbackLag }, 10*time.Second)},
-	{name: "bad stale_fallback_lag", dsn: "host=h pgreplica_stale_fallback_lag=-1s", err: ErrBadDSN, errHas: []string{"pgreplica_stale_fallback_lag", `"-1s"`}},
 	{name: "opt max_lag zero", dsn: "host=h pgreplica_max_lag=0", check: dsnField(func(c Config) time.Duration { return c.MaxLag }, 0)},
-	{name: "opt exclude_sync_standby false", dsn: "host=h pgreplica_exclude_sync_standby=false", check: dsnField(func(c Config) bool { return c.ExcludeSyncStandby }, false)},
-	{name: "opt exclude_sync_standby true", dsn: "host=h pgreplica_exclude_sync_standby=TRUE", check: dsnField(func(c Config) bool { return c.ExcludeSyncStandby }, true)},
 
 	// ---- every option, bad values ----
 	{name: "bad driver", dsn: "host=h password=s3cr3t pgreplica_driver=mysql", err: ErrBadDSN, errHas: []string{"pgreplica_driver", `"mysql"`, "pgx, pq"}},
 	{name: "bad max_conns_per_host zero", dsn: "host=h password=s3cr3t pgreplica_max_conns_per_host=0", err: ErrBadDSN, errHas: []string{"pgreplica_max_conns_per_host", `"0"`, "> 0"}},
-	{name: "bad max_primary_fallbacks zero", dsn: "host=h pgreplica_max_primary_fallbacks=0", err: ErrBadDSN, errHas: []string{"pgreplica_max_primary_fallbacks", `"0"`}},
 	{name: "bad max_conns_per_host text", dsn: "host=h pgreplica_max_conns_per_host=ten", err: ErrBadDSN, errHas: []string{"pgreplica_max_conns_per_host", `"ten"`}},
 	{name: "bad conn_max_idle_time no unit", dsn: "host=h password=s3cr3t pgreplica_conn_max_idle_time=5", err: ErrBadDSN, errHas: []string{"pgreplica_conn_max_idle_time", `"5"`, "150ms"}},
 	{name: "bad conn_max_lifetime negative", dsn: "host=h pgreplica_conn_max_lifetime=-1h", err: ErrBadDSN, errHas: []string{"pgreplica_conn_max_lifetime", `"-1h"`}},
-	{name: "bad health_check_after zero", dsn: "host=h pgreplica_health_check_after=0", err: ErrBadDSN, errHas: []string{"pgreplica_health_check_after", "disable"}},
 	{name: "bad connect_timeout zero", dsn: "host=h pgreplica_connect_timeout=0s", err: ErrBadDSN, errHas: []string{"pgreplica_connect_timeout", `"0s"`}},
-	{name: "bad monitor_interval", dsn: "host=h pgreplica_monitor_interval=often", err: ErrBadDSN, errHas: []string{"pgreplica_monitor_interval", `"often"`}},
-	{name: "bad idle_monitor_interval", dsn: "host=h pgreplica_idle_monitor_interval=0s", err: ErrBadDSN, errHas: []string{"pgreplica_idle_monitor_interval", `"0s"`}},
-	{name: "bad probe_timeout zero", dsn: "host=h pgreplica_probe_timeout=0", err: ErrBadDSN, errHas: []string{"pgreplica_probe_timeout", `"0"`}},
-	{name: "bad hedge_delay zero", dsn: "host=h pgreplica_hedge_delay=0", err: ErrBadDSN, errHas: []string{"pgreplica_hedge_delay", "disable"}},
-	{name: "bad max_hedge_percent", dsn: "host=h pgreplica_max_hedge_percent=101", err: ErrBadDSN, errHas: []string{"pgreplica_max_hedge_percent", `"101"`, "<= 100"}},
-	{name: "bad default", dsn: "host=h pgreplica_default=strong", err: ErrBadDSN, errHas: []string{"pgreplica_default", `"strong"`, "process, eventual, primary"}},
+	{name: "bad consistency", dsn: "host=h pgreplica_consistency=strong", err: ErrBadDSN, errHas: []string{"pgreplica_consistency", `"strong"`, "process, eventual, primary"}},
+	{name: "removed default", dsn: "host=h pgreplica_default=eventual", err: ErrUnknownOption, errHas: []string{"pgreplica_default", "removed: renamed pgreplica_consistency"}},
+	{name: "removed monitor_interval", dsn: "postgres://h/db?pgreplica_monitor_interval=1s", err: ErrUnknownOption, errHas: []string{"pgreplica_monitor_interval", "removed: "}},
+	{name: "removed max_lag_bytes", dsn: "host=h pgreplica_max_lag_bytes=16MB", err: ErrUnknownOption, errHas: []string{"removed: use pgreplica_max_lag"}},
 	{name: "bad wait_budget zero", dsn: "postgres://u:s3cr3t@h/db?pgreplica_wait_budget=0", err: ErrBadDSN, errHas: []string{"pgreplica_wait_budget", `"0"`}},
-	{name: "bad fallback_wait zero", dsn: "postgres://h/db?pgreplica_fallback_wait=0", err: ErrBadDSN, errHas: []string{"pgreplica_fallback_wait", `"0"`}},
-	{name: "bad read after write", dsn: "host=h pgreplica_read_after_write=later", err: ErrBadDSN, errHas: []string{"pgreplica_read_after_write", "primary, replica"}},
 	{name: "bad fallback", dsn: "host=h pgreplica_fallback=replica", err: ErrBadDSN, errHas: []string{"pgreplica_fallback", "primary, error"}},
-	{name: "bad max_primary_fallbacks negative", dsn: "host=h pgreplica_max_primary_fallbacks=-1", err: ErrBadDSN, errHas: []string{"pgreplica_max_primary_fallbacks", `"-1"`, "> 0"}},
 	{name: "bad policy", dsn: "host=h pgreplica_policy=fastest", err: ErrBadDSN, errHas: []string{"pgreplica_policy", "round_robin, random, least_lag, latency"}},
 	{name: "bad zones count", dsn: "host=h1,h2 password=s3cr3t pgreplica_zones=z1", err: ErrBadDSN, errHas: []string{"pgreplica_zones", "1 zones for 2 hosts"}},
-	{name: "bad max_lag_bytes negative", dsn: "host=h pgreplica_max_lag_bytes=-1", err: ErrBadDSN, errHas: []string{"pgreplica_max_lag_bytes", `"-1"`}},
-	{name: "bad max_lag_bytes unit", dsn: "host=h pgreplica_max_lag_bytes=16XB", err: ErrBadDSN, errHas: []string{"pgreplica_max_lag_bytes"}},
-	{name: "bad max_lag_bytes overflow", dsn: "host=h pgreplica_max_lag_bytes=99999999999TB", err: ErrBadDSN, errHas: []string{"pgreplica_max_lag_bytes"}},
 	{name: "bad max_lag negative", dsn: "host=h pgreplica_max_lag=-1s", err: ErrBadDSN, errHas: []string{"pgreplica_max_lag", `"-1s"`}},
-	{name: "bad exclude_sync_standby", dsn: "host=h pgreplica_exclude_sync_standby=maybe", err: ErrBadDSN, errHas: []string{"pgreplica_exclude_sync_standby", `"maybe"`}},
 	{name: "bad empty option value", dsn: "host=h pgreplica_driver=", err: ErrBadDSN, errHas: []string{"pgreplica_driver"}},
 
 	// ---- unknown options ----
@@ -519,7 +489,7 @@ func TestRedacted(t *testing.T) {
 		t.Errorf("redacted without hosts = %q", got)
 	}
 	full := Config{Hosts: []Host{dsnHost("h", 0)}}.withDefaults().redacted()
-	for _, s := range []string{"pgreplica_driver=pgx", "pgreplica_max_conns_per_host=10", "pgreplica_wait_budget=150ms", "pgreplica_fallback=primary"} {
+	for _, s := range []string{"pgreplica_driver=pgx", "pgreplica_max_conns_per_host=10", "pgreplica_wait_budget=150ms"} {
 		if !strings.Contains(full, s) {
 			t.Errorf("redacted defaults %q lack %q", full, s)
 		}
@@ -616,10 +586,8 @@ func checkParsedDSN(t *testing.T, c Config) {
 		one := c
 		one.Hosts = []Host{{Addr: h.Addr, Port: h.Port}}
 		one.Driver, one.MaxConnsPerHost, one.ConnMaxIdleTime, one.ConnMaxLifetime = "", 0, 0, 0
-		one.HealthCheckAfter, one.ConnectTimeout, one.MonitorInterval, one.IdleMonitorInterval, one.DefaultConsistency = 0, 0, 0, 0, 0
-		one.WaitBudget, one.FallbackWait, one.Fallback, one.MaxPrimaryFallbacks, one.Policy, one.Zone = 0, 0, 0, 0, 0, ""
-		one.ReadAfterWrite, one.ProbeTimeout, one.HedgeDelay, one.MaxHedgePercent = 0, 0, 0, 0
-		one.MaxLagBytes, one.MaxLag, one.ExcludeSyncStandby, one.StaleFallbackLag = 0, 0, false, 0
+		one.ConnectTimeout, one.Consistency, one.WaitBudget, one.Fallback, one.Policy, one.Zone = 0, 0, 0, 0, 0, ""
+		one.MaxLag, one.knobs = 0, tuning.Knobs{}
 		back, err := ParseDSN(c.hostDSN(h))
 		if err != nil {
 			t.Fatalf("ParseDSN(hostDSN %q): %v", c.hostDSN(h), err)

@@ -58,7 +58,8 @@ var (
 	// the primary. The wrapping error says why (timeout, none healthy, ...).
 	ErrNoFreshReplica = errors.New("pgreplica: no replica fresh enough")
 	// ErrFallbackLimit reports a read that had to fall back to the primary
-	// while Config.MaxPrimaryFallbacks reads already did.
+	// while half the primary's pool (Config.MaxConnsPerHost) served reads
+	// that already did, and its context ended first.
 	ErrFallbackLimit = errors.New("pgreplica: too many reads falling back to the primary")
 	// ErrBadToken reports a consistency token that is garbled, oversized, of
 	// an unknown version, forged or expired.
@@ -69,9 +70,7 @@ var (
 	// ErrClosed reports use of a connector after Close.
 	ErrClosed = errors.New("pgreplica: connector closed")
 	// ErrInsufficientPrivilege reports that the connecting role lacks a
-	// privilege the driver needs: Config.ExcludeSyncStandby without
-	// pg_read_all_stats (pg_monitor), which also matches ErrBadConfig, or
-	// a function the router cannot do without (pg_control_system(), the
+	// privilege the driver needs: a function the router cannot do without (pg_control_system(), the
 	// WAL position functions) revoked from the role. Connect and Ping
 	// return it; docs/operations.md lists what each feature needs.
 	ErrInsufficientPrivilege = errors.New("pgreplica: insufficient privilege")

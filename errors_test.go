@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/pgreplica/pgreplica/internal/tuning"
 	"log/slog"
 	"net"
 	"os"
@@ -38,7 +39,7 @@ func topologyAfter(t *testing.T, password string, errs ...error) *topology {
 		m.applyStatus(n, st)
 		nodes = append(nodes, n)
 	}
-	return buildTopology(nodes, &lagtrack.Tracker{}, false)
+	return buildTopology(nodes, &lagtrack.Tracker{})
 }
 
 // pgxConnectError looks like pgx's connect errors: the host repeated
@@ -215,7 +216,7 @@ func (r refusingConnector) Driver() driver.Driver                        { retur
 // refusal (errors.As reaches it) and the missing primary.
 func TestReadWithNothingToServeItSaysWhy(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-	cfg := Config{MonitorInterval: time.Hour, HealthCheckAfter: -1,
+	cfg := Config{knobs: tuning.Knobs{MonitorInterval: time.Hour, HealthCheckAfter: -1},
 		Hosts: []Host{{Addr: "db0.example", Port: 5432}, {Addr: "db1.example", Port: 5432}}}
 	c, err := newConnector(cfg, func(*Config, Host, string) (driver.Connector, error) {
 		return refusingConnector{refused}, nil
@@ -250,7 +251,7 @@ func TestReadWithNothingToServeItSaysWhy(t *testing.T) {
 // budget on a cluster whose replicas are at 0/3E8 and 0/5DC (h2, 1.2 s
 // behind).
 func waitPlan() *plan {
-	top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000, lag: 3 * time.Second},
+	top := snapshot(spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000, lag: 3 * time.Second},
 		spec{role: roleReplica, replay: 1500, lag: 1200 * time.Millisecond})
 	now := time.Now()
 	return &plan{topo: top, read: true, need: 2000, budget: 150 * time.Millisecond,
@@ -332,7 +333,7 @@ func TestNoWaitErrorsSayWhy(t *testing.T) {
 }
 
 // waitedFallback is how ErrFallbackLimit begins: the slots and the wait.
-var waitedFallback = regexp.MustCompile(`^pgreplica: too many reads falling back to the primary: waited [1-9][0-9]*ms for one of the 1 fallback slots on the primary \(pgreplica_max_primary_fallbacks\), all held, until `)
+var waitedFallback = regexp.MustCompile(`^pgreplica: too many reads falling back to the primary: waited [1-9][0-9]*ms for one of the 1 fallback slots on the primary \(half of pgreplica_max_conns_per_host\), all held, until `)
 
 // TestFallbackQueueErrorSaysWhatEndedIt: a read that queued for a
 // fallback slot in vain gets ErrFallbackLimit naming the slots, how long
@@ -347,8 +348,8 @@ func TestFallbackQueueErrorSaysWhatEndedIt(t *testing.T) {
 		limit  string
 		ctxErr error
 	}{
-		{name: "FallbackWait", ctx: func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
-			limit: "until pgreplica_fallback_wait (20ms) ran out"},
+		{name: "no deadline: ConnectTimeout", ctx: func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
+			limit: "until pgreplica_connect_timeout (20ms) ran out, the context having no deadline"},
 		{name: "the context's deadline", ctx: func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 20*time.Millisecond)
 		}, limit: "until the context's deadline", ctxErr: context.DeadlineExceeded},
@@ -385,7 +386,7 @@ func TestFallbackQueueErrorSaysWhatEndedIt(t *testing.T) {
 				t.Errorf("%v does not end in and match %v", err, tc.ctxErr)
 			}
 			if tc.ctxErr == nil && errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("%v matches context.DeadlineExceeded: FallbackWait ended it", err)
+				t.Errorf("%v matches context.DeadlineExceeded: ConnectTimeout ended it", err)
 			}
 			if got := c.metrics.fallbackRejected.Load(); got != 1 {
 				t.Errorf("FallbackRejected = %d, want 1 (case %d)", got, i)
@@ -398,7 +399,7 @@ func TestFallbackQueueErrorSaysWhatEndedIt(t *testing.T) {
 // the pool makes a connection says which host, how long, how full the pool
 // was, and wraps the context's error.
 func TestConnectionWaitErrorNamesTheHost(t *testing.T) {
-	cfg := Config{MonitorInterval: time.Hour, HealthCheckAfter: -1, MaxConnsPerHost: 3,
+	cfg := Config{knobs: tuning.Knobs{MonitorInterval: time.Hour, HealthCheckAfter: -1}, MaxConnsPerHost: 3,
 		Hosts: []Host{{Addr: "db0.example", Port: 5432}}}
 	gate := make(chan struct{})
 	defer close(gate)

@@ -14,7 +14,9 @@ import (
 // busiest. A read holds one of its slots while it runs there.
 type fallbackGate struct {
 	slots chan struct{}
-	wait  time.Duration // Config.FallbackWait
+	// wait bounds a wait whose context has no deadline
+	// (Config.ConnectTimeout, as for a connection).
+	wait time.Duration
 	// lastStormLog rate-limits the fallback-storm warning (unix ns).
 	lastStormLog atomic.Int64
 	// The connector's counters (the peak of slots held, the reads
@@ -24,8 +26,8 @@ type fallbackGate struct {
 }
 
 // take queues for a slot, in order of arrival (a channel hands a freed
-// slot to the longest waiting sender), until ctx's deadline or
-// Config.FallbackWait, whichever comes first, then fails with
+// slot to the longest waiting sender), until ctx's deadline (or for
+// Config.ConnectTimeout when ctx has none), then fails with
 // ErrFallbackLimit (a *fallbackLimitError, which wraps the context's
 // error too when the context ended the wait).
 func (g *fallbackGate) take(ctx context.Context) error {
@@ -34,8 +36,8 @@ func (g *fallbackGate) take(ctx context.Context) error {
 	}
 	start := time.Now()
 	wait := g.wait
-	refused := &fallbackLimitError{slots: cap(g.slots), limit: fmt.Sprintf("pgreplica_fallback_wait (%v) ran out", g.wait)}
-	if dl, ok := ctx.Deadline(); ok && dl.Sub(start) < wait {
+	refused := &fallbackLimitError{slots: cap(g.slots), limit: fmt.Sprintf("pgreplica_connect_timeout (%v) ran out, the context having no deadline", g.wait)}
+	if dl, ok := ctx.Deadline(); ok {
 		wait = dl.Sub(start)
 		refused.limit, refused.ctxErr = "the context's deadline", context.DeadlineExceeded
 	}

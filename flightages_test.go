@@ -72,7 +72,7 @@ func TestFlightAges(t *testing.T) {
 // not.
 func TestReplicasLateLearned(t *testing.T) {
 	now := time.Now()
-	top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
+	top := snapshot(spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
 	top.nodes[0].n.observeRTT(200 * time.Microsecond)
 	pl := plan{topo: top, read: true, pendingWriteAt: now.Add(-30 * time.Microsecond)}
 	if pl.replicasLate(true, now) {

@@ -17,7 +17,7 @@ import (
 // concurrent fallback reads (fallBack, fallbackGate).
 
 // readAfterWrite handles a read that needs a write whose position is not
-// read yet (pl.pending). With ReadAfterWritePrimary, when no replica is
+// read yet (pl.pending). When no replica is
 // predicted to answer it as soon as the primary (replicasLate), it takes
 // the primary at once if a fallback slot is free (ok). Otherwise it reads
 // the position (sharing the statement with concurrent readers and the
@@ -60,7 +60,7 @@ func (r *router) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l l
 
 // recentWriteOnPrimary serves on the primary a read that needs a write
 // of its process or session whose position was not known when it was
-// planned (pl.pendingWriteAt), under ReadAfterWritePrimary, when a
+// planned (pl.pendingWriteAt), when a
 // fallback slot is free (ok): the replicas are predicted to have the
 // write later than the primary would answer (replicasLate), or those
 // predicted to have it did not (the checks in the read's two flights
@@ -68,7 +68,7 @@ func (r *router) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l l
 // least, and a sleep between checks, where the primary costs one round
 // trip.
 func (r *router) recentWriteOnPrimary(ctx context.Context, pl *plan) (lease, bool) {
-	if pl.pendingWriteAt.IsZero() || r.cfg.ReadAfterWrite != ReadAfterWritePrimary || pl.fallback == FallbackError || !r.fallbacks.tryTake() {
+	if pl.pendingWriteAt.IsZero() || r.cfg.knobs.WaitAfterWrite || pl.fallback == FallbackError || !r.fallbacks.tryTake() {
 		return lease{}, false
 	}
 	l, err := r.leasePrimary(ctx, pl.topo, true)
@@ -116,7 +116,7 @@ func (r *router) settleLater(ctx context.Context, pl *plan) error {
 }
 
 // replicasLate predicts whether a replica would answer a read of the
-// pending write, asked at now, later than the primary (ReadAfterWritePrimary sends it
+// pending write, asked at now, later than the primary (the read goes
 // there then). A read that carries its check in its flight (beside) costs
 // a replica's round trip, the write's position being read beside it: it
 // is late only when every replica the read may use is predicted to
@@ -332,7 +332,7 @@ func (r *router) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (l
 			}
 		}
 		if tx {
-			err = endCheckTx(p, r.cfg.ProbeTimeout)
+			err = endCheckTx(p, r.cfg.knobs.ProbeTimeout)
 		}
 		return false, err
 	})

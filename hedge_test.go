@@ -16,7 +16,7 @@ import (
 // attempt runs to its end here; the real cluster tests check the time.)
 func TestHedgedReadAnswersFromTheOtherReplica(t *testing.T) {
 	first := PickerFunc(func(Candidates) int { return 0 }) // the lowest index: node 1
-	mc := newMockCluster(t, 2, func(c *Config) { c.Picker, c.HedgeDelay = first, 20*time.Millisecond })
+	mc := newMockCluster(t, 2, func(c *Config) { c.Picker, c.knobs.HedgeDelay = first, 20*time.Millisecond })
 	mc.refresh()
 	mc.mocks[1].ExpectQuery("SELECT v FROM t").WillDelayFor(300 * time.Millisecond).
 		WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(1))
@@ -59,7 +59,7 @@ func TestHedgeNotSentWhenTheReplicaAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			first := PickerFunc(func(Candidates) int { return 0 })
-			mc := newMockCluster(t, 2, func(c *Config) { c.Picker, c.HedgeDelay = first, tc.hedge })
+			mc := newMockCluster(t, 2, func(c *Config) { c.Picker, c.knobs.HedgeDelay = first, tc.hedge })
 			mc.refresh()
 			mc.mocks[1].ExpectQuery("SELECT v FROM t").WillDelayFor(tc.delay).
 				WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(1))
@@ -80,10 +80,10 @@ func TestHedgeNotSentWhenTheReplicaAnswers(t *testing.T) {
 // have what that read saw, and with no known bound on that read there is
 // no hedge.
 func TestHedgeTarget(t *testing.T) {
-	top := snapshot(false,
+	top := snapshot(
 		spec{role: rolePrimary},
 		spec{role: roleReplica, replay: 1000, zone: "a"},
-		spec{role: roleReplica, replay: 500, zone: "b", lagBytes: 1000},
+		spec{role: roleReplica, replay: 500, zone: "b", lag: time.Second},
 		spec{role: roleReplica, replay: 950, zone: "b"},
 	)
 	// The first candidate, so that a wrong candidate set shows.
@@ -108,7 +108,7 @@ func TestHedgeTarget(t *testing.T) {
 		{"affinity with a known bound on the last read", plan{need: 400, prefer: top.nodes[1].n, lastReadBound: 900, lastReadBoundKnown: true}, 3, 0},
 		{"affinity with no known bound", plan{need: 400, prefer: top.nodes[1].n}, -1, 0},
 		// Every filter of the plan applies, not a copy of some of them.
-		{"the plan's lag bound", plan{maxLagBytes: 100}, 3, 0},
+		{"the plan's lag bound", plan{maxLag: 100 * time.Millisecond}, 3, 0},
 		{"an endpoint, for a position", plan{need: 900}, -1, 3},
 		{"an endpoint, for no position", plan{}, 2, 2},
 	} {

@@ -165,8 +165,7 @@ var (
 // and the one its lag bounds stand for. The node's lag is that of the
 // server its probe reached, which says nothing of the server a
 // connection reaches: a server within MaxLag (or WithMaxStaleness) has
-// replayed what the primary had written that long ago, within
-// MaxLagBytes what the primary had written less those bytes.
+// replayed what the primary had written that long ago.
 func (r *router) needOn(pl *plan, n *node) LSN {
 	if !n.perConn.Load() {
 		return 0
@@ -176,9 +175,6 @@ func (r *router) needOn(pl *plan, n *node) LSN {
 		if then, ok := r.primaryLSNs.PositionAt(time.Now().Add(-pl.maxLag)); ok {
 			need = max(need, LSN(then))
 		}
-	}
-	if pv := pl.topo.primaryNode(); pl.maxLagBytes > 0 && pv != nil && uint64(pv.status.lsn) > pl.maxLagBytes {
-		need = max(need, pv.status.lsn-LSN(pl.maxLagBytes))
 	}
 	return need
 }
@@ -322,7 +318,7 @@ func (l *lease) endCheckTx(err *error) {
 	}
 	l.inTx = false
 	if *err == nil || !sqlstate.ServerGone(*err) {
-		if e := endCheckTx(l.p, l.c.cfg.ProbeTimeout); e != nil {
+		if e := endCheckTx(l.p, l.c.cfg.knobs.ProbeTimeout); e != nil {
 			*err = e
 		}
 	}
@@ -346,7 +342,7 @@ func endCheckTx(p *physical, timeout time.Duration) error {
 // outside transactions and pinned connections). pgx needs none.
 func (r *router) watchStatement(ctx context.Context, l *lease) {
 	if r.pq {
-		l.watch = watchDeadline(ctx, l.p.socks, r.cfg.ProbeTimeout)
+		l.watch = watchDeadline(ctx, l.p.socks, r.cfg.knobs.ProbeTimeout)
 	}
 }
 

@@ -25,7 +25,7 @@ type metrics struct {
 	lsnCaptures                        atomic.Int64
 	conflictRetries, readOnlyRetries   atomic.Int64
 	connLostRetries, fallbackRejected  atomic.Int64
-	staleReads, recentWriteReads       atomic.Int64
+	recentWriteReads                   atomic.Int64
 	hedges, hedgeWins, hedgesDenied    atomic.Int64
 	visibilityWaits                    atomic.Int64
 	fallbackConflict, conflictsAvoided atomic.Int64

@@ -59,9 +59,6 @@ const readyGrace = time.Second
 type monitorSettings struct {
 	// password is redacted from the errors a probe reports.
 	password string
-	// excludeSync keeps synchronous standbys out of the topology
-	// (Config.ExcludeSyncStandby).
-	excludeSync bool
 	// interval and idleInterval are how often the prober probes while
 	// the connector's statements run and while they do not
 	// (Config.MonitorInterval, Config.IdleMonitorInterval).
@@ -198,7 +195,7 @@ func (m *monitor) rebuild() {
 	// Counted before the build: a probe counts only after its status is
 	// stored, so when all have counted, the build sees every status.
 	all := m.allProbed()
-	t := buildTopology(m.nodeList(), m.lag, m.settings.excludeSync)
+	t := buildTopology(m.nodeList(), m.lag)
 	m.publish(t)
 	close(m.changed)
 	m.changed = make(chan struct{})

@@ -26,7 +26,7 @@ import (
 // password or an IAM token lets them log in, but they run no
 // AfterConnect, and nothing the monitor sends, on its own connections or
 // on idle pooled ones it borrows, reaches the Tracer (a probe every
-// MonitorInterval on every server would flood the traces). PrepareConn and
+// 250ms on every server would flood the traces). PrepareConn and
 // AfterRelease do not run when the monitor borrows a pooled connection.
 //
 // Handles opened with the same ConnConfig (or, without one, the same

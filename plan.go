@@ -34,7 +34,7 @@ type plan struct {
 	// pending is the ticket of a write (or session read on the primary)
 	// the read must see but whose position is not read yet (0: none; see
 	// clusterMarks): the read goes to the primary or resolves it first
-	// (Config.ReadAfterWrite). pendingWriteAt is when the latest pending
+	// (readAfterWrite). pendingWriteAt is when the latest pending
 	// write committed (zero: only the bound of a session's read on the
 	// primary is pending, which is resolved, never sent to the primary).
 	pending        uint64
@@ -43,10 +43,9 @@ type plan struct {
 	// (readAfterWrite): need holds the marks from before it until
 	// settleLater.
 	later *laterPos
-	// maxLag and maxLagBytes bound replicas' lag for reads without a
-	// position: Config.MaxLag/MaxLagBytes, or the context's staleness.
-	maxLag      time.Duration
-	maxLagBytes uint64
+	// maxLag bounds replicas' lag for reads without a position:
+	// Config.MaxLag, or the context's staleness.
+	maxLag time.Duration
 	// deadline is the one limit on waiting, for a fresh replica and then
 	// for a fallback slot: the wait budget, never past the context's. It
 	// is set when a wait first needs it (waitDeadline), budget after at:
@@ -192,7 +191,7 @@ func (pl *plan) decide(t *topology, cls stmtclass.Class, req *requirement, cfg *
 	case need == 0:
 		// Without a position there is nothing to prove freshness with:
 		// the configured lag bounds apply.
-		pl.maxLag, pl.maxLagBytes = cfg.maxLag, cfg.maxLagBytes
+		pl.maxLag = cfg.maxLag
 	}
 	if kind == readPosition && pl.session != nil {
 		pl.affinity(t)
@@ -290,8 +289,6 @@ func (pl *plan) reject(v *nodeView, position bool) rejection {
 		return rejectSuspect
 	case pl.tried.has(v.n.idx):
 		return rejectTried
-	case pl.maxLagBytes > 0 && v.lagBytes > pl.maxLagBytes:
-		return rejectLagBytes
 	case pl.maxLag > 0 && v.lag > pl.maxLag:
 		if pl.kind == readStaleness {
 			return rejectStale

@@ -13,7 +13,7 @@ import (
 // network. Each row is one statement under one requirement.
 func TestDecide(t *testing.T) {
 	now := time.Unix(1000, 0)
-	top := snapshot(false,
+	top := snapshot(
 		spec{role: rolePrimary},
 		spec{role: roleReplica, replay: 500, zone: "a", lag: 10 * time.Millisecond},
 		spec{role: roleReplica, replay: 900, zone: "b", lag: 2 * time.Second},
@@ -45,8 +45,8 @@ func TestDecide(t *testing.T) {
 		{name: "WithPrimary", cls: read, ctx: WithPrimary(bg), primary: true},
 		{name: "process default, nothing written: lag bound applies", cls: read, ctx: bg, maxLag: time.Second, fresh: []int{1}},
 		{name: "process default after a write", cls: read, ctx: bg, process: processLSNs{all: 700}, need: 700, fresh: []int{2}},
-		{name: "default eventual", cls: read, ctx: bg, cfg: func(c *Config) { c.DefaultConsistency = ConsistencyEventual }, process: processLSNs{all: 700}, maxLag: time.Second, fresh: []int{1}},
-		{name: "default primary", cls: read, ctx: bg, cfg: func(c *Config) { c.DefaultConsistency = ConsistencyPrimary }, primary: true},
+		{name: "default eventual", cls: read, ctx: bg, cfg: func(c *Config) { c.Consistency = ConsistencyEventual }, process: processLSNs{all: 700}, maxLag: time.Second, fresh: []int{1}},
+		{name: "default primary", cls: read, ctx: bg, cfg: func(c *Config) { c.Consistency = ConsistencyPrimary }, primary: true},
 		{name: "session", cls: read, ctx: WithSession(bg, sess), need: 800, fresh: []int{2}, session: sess},
 		{name: "session below the process's session-less writes", cls: read, ctx: WithSession(bg, sess), process: processLSNs{all: 990, shared: 850},
 			need: 850, fresh: []int{2}, session: sess},
@@ -78,9 +78,6 @@ func TestDecide(t *testing.T) {
 				wantDL = now.Add(c.WaitBudget)
 			}
 			wantFallback := tc.fallback
-			if wantFallback == FallbackDefault {
-				wantFallback = FallbackPrimary
-			}
 			if pl.onPrimary != tc.primary || pl.need != tc.need || pl.maxLag != tc.maxLag || pl.fallback != wantFallback ||
 				pl.session != tc.session || !pl.deadline.Equal(wantDL) {
 				t.Errorf("plan primary=%v need=%s maxLag=%v fallback=%v session=%p deadline=+%v;\nwant primary=%v need=%s maxLag=%v fallback=%v session=%p deadline=+%v",
@@ -100,7 +97,7 @@ func TestDecide(t *testing.T) {
 // cache lines away; an eventual read, a staleness bound or a write does
 // not read them, a default or session read does.
 func TestDecideReadsWatermarksOnlyWhenNeeded(t *testing.T) {
-	top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 500})
+	top := snapshot(spec{role: rolePrimary}, spec{role: roleReplica, replay: 500})
 	cfg := Config{WaitBudget: time.Second, Fallback: FallbackPrimary}
 	s := settingsOf(&cfg)
 	bg := context.Background()

@@ -15,7 +15,7 @@ import (
 // and lib/pq), and the description is closed at once; a good statement is
 // still routed per call.
 func TestPrepareReturnsServerError(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	mc := newMockCluster(t, 1, func(c *Config) { c.Consistency = ConsistencyEventual })
 	syntax := &pgconn.PgError{Code: "42601", Message: `syntax error at or near "SELEC"`}
 	mc.mocks[0].ExpectPrepare("SELEC 1").WillReturnError(syntax)
 	if _, err := mc.db.Prepare("SELEC 1"); sqlstate.Of(err) != "42601" {
@@ -77,7 +77,7 @@ func TestPrepareInTxIsInnerStatement(t *testing.T) {
 // connection when the transaction gives it back) and routed again
 // afterwards.
 func TestPreparedInTxThenOutside(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	mc := newMockCluster(t, 1, func(c *Config) { c.Consistency = ConsistencyEventual })
 	mc.db.SetMaxOpenConns(2)
 	mc.db.SetMaxIdleConns(2)
 	q := "SELECT v FROM t WHERE id = $1"
@@ -159,7 +159,7 @@ func TestTxStmtKeptAcrossTransactions(t *testing.T) {
 // state the statement is the inner driver's own, on the pinned connection
 // (which closes with it: its session state goes with it).
 func TestPreparePinnedConnIsInnerStatement(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	mc := newMockCluster(t, 1, func(c *Config) { c.Consistency = ConsistencyEventual })
 	ctx := context.Background()
 	cn, err := mc.db.Conn(ctx)
 	if err != nil {
@@ -189,7 +189,7 @@ func TestPreparePinnedConnIsInnerStatement(t *testing.T) {
 // conn it uses, and reads must keep working through a failover); a write
 // fails like an Exec would.
 func TestPrepareWithoutPrimary(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	mc := newMockCluster(t, 1, func(c *Config) { c.Consistency = ConsistencyEventual })
 	mc.set(0, roleReplica, 0x100)
 	mc.refresh()
 	for _, m := range mc.mocks {

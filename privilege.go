@@ -26,17 +26,15 @@ import (
 // pg_read_all_stats, which pg_monitor includes).
 const StatusNeedsMonitor = "unknown (needs pg_monitor)"
 
-// privilegeError is an error matching ErrInsufficientPrivilege, and
-// ErrBadConfig when config is set (a Config option the role cannot serve).
+// privilegeError is an error matching ErrInsufficientPrivilege.
 type privilegeError struct {
-	msg    string
-	config bool
+	msg string
 }
 
 func (e *privilegeError) Error() string { return e.msg }
 
 func (e *privilegeError) Is(target error) bool {
-	return target == ErrInsufficientPrivilege || e.config && target == ErrBadConfig
+	return target == ErrInsufficientPrivilege
 }
 
 // deniedError is a probe's error when the role may not use a function the
@@ -48,22 +46,11 @@ func deniedError(user string, denied probe.Fn) error {
 		ErrInsufficientPrivilege, user, names, names, probe.QuoteIdent(user))}
 }
 
-// syncStandbyError is the error of ExcludeSyncStandby for a role that
-// cannot see sync_state.
-func syncStandbyError(user string) error {
-	return &privilegeError{config: true, msg: fmt.Sprintf(
-		"%v: ExcludeSyncStandby (pgreplica_exclude_sync_standby) needs pg_stat_replication.sync_state, "+
-			"which PostgreSQL shows only to roles with pg_read_all_stats: GRANT pg_monitor TO %s, or turn the option off",
-		ErrInsufficientPrivilege, probe.QuoteIdent(user))}
-}
-
 // privilegeErr is what Connect and Ping return when the role lacks a
 // privilege the driver needs, nil otherwise. Roles and grants are
 // cluster-wide (physical replication copies the catalogs), so any host's
-// answer speaks for all; the primary's is preferred. excludeSync is
-// Config.ExcludeSyncStandby, which needs the standbys' sync_state.
-func (t *topology) privilegeErr(excludeSync bool) error {
-	var seen *nodeStatus
+// answer speaks for all.
+func (t *topology) privilegeErr() error {
 	for i := range t.nodes {
 		v := &t.nodes[i]
 		if !v.probed {
@@ -73,12 +60,6 @@ func (t *topology) privilegeErr(excludeSync bool) error {
 		if errors.As(v.status.err, &pe) {
 			return pe
 		}
-		if v.status.healthy() && (seen == nil || i == t.primary) {
-			seen = &v.status
-		}
-	}
-	if excludeSync && seen != nil && seen.syncHidden() {
-		return syncStandbyError(seen.user)
 	}
 	return nil
 }
@@ -98,7 +79,7 @@ func (w *privilegeWarnings) warn(log *slog.Logger, st *nodeStatus) {
 		log.Warn("pgreplica: the connecting role cannot see replication state (GRANT pg_monitor to it)",
 			"role", st.user,
 			"hidden", "pg_stat_wal_receiver status, conninfo, received_tli; pg_stat_replication sync_state",
-			"effects", "status shows "+StatusNeedsMonitor+"; a replica's timeline is the one of its last restartpoint, so after a failover it gets reads only once it has made one; ExcludeSyncStandby fails")
+			"effects", "status shows "+StatusNeedsMonitor+"; a replica's timeline is the one of its last restartpoint, so after a failover it gets reads only once it has made one")
 	}
 	if opt := st.denied &^ probe.RequiredFns; opt != 0 && w.denied.CompareAndSwap(false, true) {
 		log.Warn("pgreplica: the connecting role may not use functions the monitor reads; it does without them",

@@ -27,9 +27,9 @@ func TestDeniedError(t *testing.T) {
 	}
 }
 
-// TestPrivilegeErr: ExcludeSyncStandby fails at Connect and Ping when the
-// primary hides sync_state; so does a host whose required function is
-// denied. Nodes() tells hidden state apart from its absence.
+// TestPrivilegeErr: a host whose required function is denied fails
+// Connect and Ping; a plain role that cannot see replication state does
+// not. Nodes() tells hidden state apart from its absence.
 func TestPrivilegeErr(t *testing.T) {
 	// What the probes of a plain role and of one with pg_read_all_stats
 	// read (internal/prober's tests read them from a server's rows).
@@ -40,8 +40,8 @@ func TestPrivilegeErr(t *testing.T) {
 		StatsHidden: true, ReceiverHidden: true, User: "app"}
 	replicaSeenByMonitor := prober.Status{Role: prober.Replica, LSN: 0x3000000, Receive: 0x3000100, Timeline: 1, Sysid: 7, Server: server,
 		Receiver: "streaming", AppName: "r1", User: "app"}
-	build := func(exclude bool, primary, replica prober.Status) *Connector {
-		c, err := newConnector(Config{Hosts: []Host{{Addr: "127.0.0.1", Port: 1}, {Addr: "127.0.0.1", Port: 2}}, ExcludeSyncStandby: exclude},
+	build := func(primary, replica prober.Status) *Connector {
+		c, err := newConnector(Config{Hosts: []Host{{Addr: "127.0.0.1", Port: 1}, {Addr: "127.0.0.1", Port: 2}}},
 			func(*Config, Host, string) (driver.Connector, error) {
 				return refusingConnector{errors.New("unused")}, nil
 			})
@@ -59,35 +59,31 @@ func TestPrivilegeErr(t *testing.T) {
 		}
 		return c
 	}
-	c := build(true, primarySeenByApp, replicaSeenByApp)
-	err := c.privilegeErr(c.topo.Load())
-	if !errors.Is(err, ErrInsufficientPrivilege) || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "GRANT pg_monitor TO app") {
-		t.Fatalf("ExcludeSyncStandby without pg_read_all_stats: %v", err)
+	c := build(primarySeenByApp, replicaSeenByApp)
+	if err := c.privilegeErr(c.topo.Load()); err != nil {
+		t.Errorf("a plain role needs nothing more: %v", err)
 	}
 	ns := c.Nodes()
-	if ns[1].Receiver != StatusNeedsMonitor || ns[1].SyncState != StatusNeedsMonitor || !ns[1].Reads || !strings.Contains(ns[1].Why, "ExcludeSyncStandby") {
+	if ns[1].Receiver != StatusNeedsMonitor || ns[1].SyncState != StatusNeedsMonitor || !ns[1].Reads {
 		t.Errorf("replica as a plain role sees it: %+v", ns[1])
 	}
 	if ns[0].SyncState != "" || ns[0].Err != nil {
 		t.Errorf("primary: %+v", ns[0])
 	}
 
-	if c := build(false, primarySeenByApp, replicaSeenByApp); c.privilegeErr(c.topo.Load()) != nil {
-		t.Errorf("without ExcludeSyncStandby a plain role needs nothing more: %v", c.privilegeErr(c.topo.Load()))
-	}
 	primaryVisible := primarySeenByApp
 	primaryVisible.SyncStates, primaryVisible.StatsHidden = map[string]string{"r1": "sync"}, false
-	c = build(true, primaryVisible, replicaSeenByMonitor)
+	c = build(primaryVisible, replicaSeenByMonitor)
 	if err := c.privilegeErr(c.topo.Load()); err != nil {
 		t.Errorf("with pg_read_all_stats: %v", err)
 	}
-	if ns := c.Nodes(); ns[1].SyncState != "sync" || ns[1].Reads {
-		t.Errorf("visible sync standby with ExcludeSyncStandby: %+v", ns[1])
+	if ns := c.Nodes(); ns[1].SyncState != "sync" || !ns[1].Reads {
+		t.Errorf("a visible sync standby serves reads like any replica: %+v", ns[1])
 	}
 
 	denied := prober.Status{Err: deniedError("app", probe.FnControlSystem)}
-	c = build(false, denied, denied)
-	err = c.privilegeErr(c.topo.Load())
+	c = build(denied, denied)
+	err := c.privilegeErr(c.topo.Load())
 	if !errors.Is(err, ErrInsufficientPrivilege) || errors.Is(err, ErrBadConfig) {
 		t.Fatalf("pg_control_system() denied: %v", err)
 	}

@@ -107,7 +107,7 @@ func closestReplica(pl *plan, best LSN) string {
 // ("127.0.0.1:5433: lag 3s > pgreplica_max_lag 1s").
 func noReplicaDetail(pl *plan) string {
 	why := "no healthy replica within the lag bounds"
-	if pl.maxLag == 0 && pl.maxLagBytes == 0 {
+	if pl.maxLag == 0 {
 		why = "no healthy replica"
 	}
 	if pl.topo == nil {
@@ -128,7 +128,7 @@ func noReplicaDetail(pl *plan) string {
 }
 
 // fallbackLimitError is ErrFallbackLimit as a read gets it: how long it
-// queued for a slot, what ended the wait (FallbackWait or the context,
+// queued for a slot, what ended the wait (the context, or ConnectTimeout,
 // whose error it wraps) and why it fell back.
 type fallbackLimitError struct {
 	slots  int
@@ -142,7 +142,7 @@ type fallbackLimitError struct {
 
 func (e *fallbackLimitError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: waited %v for one of the %d fallback slots on the primary (pgreplica_max_primary_fallbacks), all held, until %s",
+	fmt.Fprintf(&b, "%s: waited %v for one of the %d fallback slots on the primary (half of pgreplica_max_conns_per_host), all held, until %s",
 		ErrFallbackLimit, roundWait(e.waited), e.slots, e.limit)
 	if e.why != nil {
 		b.WriteString("; it fell back because ")
@@ -218,14 +218,10 @@ func (r rejection) explain(v *nodeView, pl *plan, t *topology) string {
 		return fmt.Sprintf("on timeline %d, behind the primary's timeline %d: not following it yet", st.timeline, pst.timeline)
 	case rejectNewTimeline:
 		return fmt.Sprintf("on timeline %d, ahead of the primary's timeline %d: it follows another primary, not this one", st.timeline, pst.timeline)
-	case rejectSyncStandby:
-		return "synchronous standby (excluded by configuration)"
 	case rejectSuspect:
 		return "suspect: a query failed on it; waiting for the next probe"
 	case rejectTried:
 		return "failed this read"
-	case rejectLagBytes:
-		return fmt.Sprintf("lag %d bytes > pgreplica_max_lag_bytes %d", v.lagBytes, pl.maxLagBytes)
 	case rejectLagTime:
 		return fmt.Sprintf("lag %v > pgreplica_max_lag %v", v.lag.Round(time.Millisecond), pl.maxLag)
 	case rejectStale:

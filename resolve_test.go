@@ -97,7 +97,7 @@ func TestTheSameServerUnderTwoAddressesIsOneServer(t *testing.T) {
 		for i, n := range nodes {
 			n.idx = i
 		}
-		return buildTopology(nodes, &lagtrack.Tracker{}, false)
+		return buildTopology(nodes, &lagtrack.Tracker{})
 	}
 
 	primary4, primary6 := mk(0, "127.0.0.1", rolePrimary, v4), mk(0, "::1", rolePrimary, v6)

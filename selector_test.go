@@ -25,7 +25,7 @@ type spec struct {
 
 // snapshot builds a topology from specs the way the monitor does, without
 // probes: the static filters run as in buildTopology.
-func snapshot(excludeSync bool, specs ...spec) *topology {
+func snapshot(specs ...spec) *topology {
 	t := &topology{primary: -1, sysid: 7, timeline: 1, nodes: make([]nodeView, len(specs))}
 	syncStates := map[string]string{}
 	for i, s := range specs {
@@ -55,7 +55,7 @@ func snapshot(excludeSync bool, specs ...spec) *topology {
 		p.status.syncStates = syncStates
 	}
 	for i := range t.nodes {
-		t.nodes[i].excluded = t.exclusion(i, excludeSync)
+		t.nodes[i].excluded = t.exclusion(i)
 		if t.nodes[i].excluded == rejectNone {
 			t.eligible.add(i)
 		}
@@ -81,12 +81,11 @@ func TestSelectionFilters(t *testing.T) {
 	replica := spec{role: roleReplica, replay: 500}
 	with := func(s spec, f func(*spec)) spec { f(&s); return s }
 	cases := []struct {
-		name        string
-		nodes       []spec
-		excludeSync bool
-		pl          plan
-		want        []int
-		why         map[int]rejection
+		name  string
+		nodes []spec
+		pl    plan
+		want  []int
+		why   map[int]rejection
 	}{
 		{name: "every healthy replica", nodes: []spec{primary, replica, replica}, want: []int{1, 2},
 			why: map[int]rejection{0: rejectNotReplica}},
@@ -100,8 +99,6 @@ func TestSelectionFilters(t *testing.T) {
 			why: map[int]rejection{1: rejectNewTimeline}},
 		{name: "superseded primary", nodes: []spec{with(primary, func(s *spec) { s.timeline = 2 }), primary, with(replica, func(s *spec) { s.timeline = 2 })}, want: []int{2},
 			why: map[int]rejection{1: rejectSuperseded}},
-		{name: "sync standby excluded", excludeSync: true, nodes: []spec{primary, with(replica, func(s *spec) { s.sync = "sync" }), with(replica, func(s *spec) { s.sync = "async" })}, want: []int{2},
-			why: map[int]rejection{1: rejectSyncStandby}},
 		{name: "sync standby allowed", nodes: []spec{primary, with(replica, func(s *spec) { s.sync = "sync" })}, want: []int{1}},
 		{name: "suspect", nodes: []spec{primary, with(replica, func(s *spec) { s.suspect = true }), replica}, want: []int{2},
 			why: map[int]rejection{1: rejectSuspect}},
@@ -109,8 +106,6 @@ func TestSelectionFilters(t *testing.T) {
 			why: map[int]rejection{2: rejectTried}},
 		{name: "lag time bound", nodes: []spec{primary, with(replica, func(s *spec) { s.lag = 2 * time.Second }), with(replica, func(s *spec) { s.lag = time.Second })},
 			pl: plan{maxLag: time.Second}, want: []int{2}, why: map[int]rejection{1: rejectLagTime}},
-		{name: "lag bytes bound", nodes: []spec{primary, with(replica, func(s *spec) { s.lagBytes = 1 << 20 }), replica},
-			pl: plan{maxLagBytes: 1 << 10}, want: []int{2}, why: map[int]rejection{1: rejectLagBytes}},
 		{name: "staleness bound", nodes: []spec{primary, with(replica, func(s *spec) { s.lag = 300 * time.Millisecond }), replica},
 			pl: plan{kind: readStaleness, maxLag: 200 * time.Millisecond}, want: []int{2}, why: map[int]rejection{1: rejectStale}},
 		{name: "needed position", nodes: []spec{primary, with(replica, func(s *spec) { s.replay = 400 }), with(replica, func(s *spec) { s.replay = 600 })},
@@ -125,7 +120,7 @@ func TestSelectionFilters(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			top := snapshot(tc.excludeSync, tc.nodes...)
+			top := snapshot(tc.nodes...)
 			pl := tc.pl
 			pl.topo = top
 			if got := members(pl.replicas(true)); !slices.Equal(got, tc.want) {
@@ -144,7 +139,7 @@ func TestSelectionFilters(t *testing.T) {
 }
 
 func TestPickers(t *testing.T) {
-	top := snapshot(false,
+	top := snapshot(
 		spec{role: rolePrimary},
 		spec{role: roleReplica, replay: 100, lag: 30 * time.Millisecond, rtt: time.Millisecond},
 		spec{role: roleReplica, replay: 300, lag: 10 * time.Millisecond, rtt: 2 * time.Millisecond},
@@ -199,7 +194,7 @@ func TestPickers(t *testing.T) {
 
 // TestSelectionAllocatesNothing: selection runs on every read.
 func TestSelectionAllocatesNothing(t *testing.T) {
-	top := snapshot(false,
+	top := snapshot(
 		spec{role: rolePrimary},
 		spec{role: roleReplica, replay: 100, zone: "a"},
 		spec{role: roleReplica, replay: 300, zone: "b"},
@@ -234,7 +229,7 @@ func BenchmarkSelect(b *testing.B) {
 		{"zone", PolicyRoundRobin, "b"},
 	} {
 		b.Run(pc.name, func(b *testing.B) {
-			top := snapshot(false,
+			top := snapshot(
 				spec{role: rolePrimary},
 				spec{role: roleReplica, replay: 100, zone: "a", rtt: time.Millisecond},
 				spec{role: roleReplica, replay: 200, zone: "b", rtt: 2 * time.Millisecond},

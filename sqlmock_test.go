@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/pgreplica/pgreplica/internal/tuning"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,7 +69,7 @@ func (m mockConnector) Driver() driver.Driver                        { return m.
 func newMockCluster(t *testing.T, replicas int, tweak func(*Config)) *mockCluster {
 	t.Helper()
 	mc := &mockCluster{t: t, sysid: 1000 + mockSysIDs.Add(1)}
-	cfg := Config{WaitBudget: 20 * time.Millisecond, MonitorInterval: time.Hour, HealthCheckAfter: -1}
+	cfg := Config{knobs: tuning.Knobs{MonitorInterval: time.Hour, HealthCheckAfter: -1}, WaitBudget: 20 * time.Millisecond}
 	for i := 0; i <= replicas; i++ {
 		dsn := fmt.Sprintf("%s-node%d", t.Name(), i)
 		db, mock, err := sqlmock.NewWithDSN(dsn, sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
@@ -184,7 +185,7 @@ func TestRouteReadsByStatement(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.sql, func(t *testing.T) {
-			mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+			mc := newMockCluster(t, 1, func(c *Config) { c.Consistency = ConsistencyEventual })
 			mc.mocks[tc.node].ExpectQuery(tc.sql).WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(1))
 			if tc.node == 0 && stmtclass.Classify(tc.sql).Read == false {
 				mc.expectLSNCapture(0, "0/300")
@@ -214,7 +215,7 @@ func TestRouteInsertReturningThroughQuery(t *testing.T) {
 }
 
 func TestRouteReadOnlyErrorRetriesOnPrimaryAndIsRemembered(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	mc := newMockCluster(t, 1, func(c *Config) { c.Consistency = ConsistencyEventual })
 	q := "SELECT my_writing_function()"
 	mc.mocks[1].ExpectQuery(q).WillReturnError(&pgconn.PgError{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"})
 	for range 2 {
@@ -236,7 +237,7 @@ func TestRouteReadOnlyErrorRetriesOnPrimaryAndIsRemembered(t *testing.T) {
 // the statement goes straight there for a while. With FallbackError the
 // conflict is the caller's.
 func TestRouteConflictEndsOnThePrimary(t *testing.T) {
-	mc := newMockCluster(t, 2, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	mc := newMockCluster(t, 2, func(c *Config) { c.Consistency = ConsistencyEventual })
 	q := "SELECT count(*) FROM cp, pg_sleep(3)"
 	conflict := &pgconn.PgError{Code: "40001", Message: "canceling statement due to conflict with recovery"}
 	mc.mocks[1].ExpectQuery(q).WillReturnError(conflict)
@@ -377,7 +378,7 @@ type lenientMock struct{ sqlmock.Sqlmock }
 func (l *lenientMock) ExpectationsWereMet() error { return nil }
 
 func TestRouteNoPrimaryAndSplitBrain(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	mc := newMockCluster(t, 1, func(c *Config) { c.Consistency = ConsistencyEventual })
 	mc.set(0, roleReplica, 0x100)
 	mc.refresh()
 	if _, err := mc.db.Exec("INSERT INTO t VALUES (1)"); !errors.Is(err, ErrNoPrimary) {
@@ -403,7 +404,7 @@ func TestRouteNoPrimaryAndSplitBrain(t *testing.T) {
 }
 
 func TestRouteSessionStatePinsConn(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.DefaultConsistency = ConsistencyEventual })
+	mc := newMockCluster(t, 1, func(c *Config) { c.Consistency = ConsistencyEventual })
 	ctx := context.Background()
 	cn, err := mc.db.Conn(ctx)
 	if err != nil {

@@ -78,13 +78,12 @@ type Stats struct {
 	// that returned ErrNoFreshReplica instead (FallbackError).
 	Fallbacks, FailedReads map[string]int64
 	// RecentWriteReads counts reads sent to the primary because they
-	// needed a write too recent for any replica (ReadAfterWritePrimary).
+	// needed a write too recent for any replica.
 	RecentWriteReads int64
-	// FallbackRejected counts reads refused with ErrFallbackLimit;
-	// StaleReads those FallbackStale served beyond the lag bounds.
-	FallbackRejected, StaleReads int64
+	// FallbackRejected counts reads refused with ErrFallbackLimit.
+	FallbackRejected int64
 	// FallbackPeak is the most reads that were on the primary as
-	// fallbacks at once: never above Config.MaxPrimaryFallbacks.
+	// fallbacks at once: never above half of Config.MaxConnsPerHost.
 	FallbackPeak int64
 	// TokenedReads are reads with a position requirement (session, token,
 	// process watermark); TokenedFallbackRatio is the share of them that
@@ -106,8 +105,8 @@ type Stats struct {
 	ConflictsAvoided int64
 	// Hedges counts reads also sent to a second replica because the first
 	// had not answered within the hedge delay; HedgeWins those the second
-	// answered first; HedgesDenied hedges the budget (MaxHedgePercent)
-	// refused.
+	// answered first; HedgesDenied hedges the budget (5 % of
+	// replica reads) refused.
 	Hedges, HedgeWins, HedgesDenied int64
 	// PrimaryVisibilityWaits counts session reads on the primary that
 	// waited for it to show a commit a replica may already have shown
@@ -156,7 +155,6 @@ func (m *metrics) snapshot() Stats {
 		FallbackRejected:       m.fallbackRejected.Load(),
 		FallbackPeak:           m.fallbackPeak.Load(),
 		ConflictsAvoided:       m.conflictsAvoided.Load(),
-		StaleReads:             m.staleReads.Load(),
 		RecentWriteReads:       m.recentWriteReads.Load(),
 		TokenedFallbacks:       m.tokenedFallbacks.Load(),
 		Wait:                   waitStats(&m.wait),

@@ -23,7 +23,7 @@ func (c *Connector) Stats() Stats {
 // requirement.
 func (c *Connector) Nodes() []NodeStatus {
 	t := c.topo.Load()
-	untokened := plan{topo: t, read: true, maxLag: c.cfg.MaxLag, maxLagBytes: c.cfg.MaxLagBytes}
+	untokened := plan{topo: t, read: true, maxLag: c.cfg.MaxLag}
 	out := make([]NodeStatus, 0, len(t.nodes))
 	for i := range t.nodes {
 		v := &t.nodes[i]
@@ -60,8 +60,6 @@ func (c *Connector) Nodes() []NodeStatus {
 			ns.Why = t.writeErr.Error()
 		case ns.Reads && st.paused:
 			ns.Why = "replay paused: serves only reads it is already fresh enough for"
-		case ns.Reads && c.cfg.ExcludeSyncStandby && v.syncState == StatusNeedsMonitor:
-			ns.Why = "may be a synchronous standby: ExcludeSyncStandby cannot tell without pg_monitor, and new connections fail"
 		default:
 			ns.Why = r.explain(v, &untokened, t)
 		}

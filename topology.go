@@ -119,9 +119,8 @@ func emptyTopology(nodes []*node) *topology {
 // Exactly one primary gets writes. Several hosts out of recovery (a former
 // primary back beside a promoted replica) resolve to the one on the highest
 // timeline; a tie is split brain and nobody gets writes. lags gives the
-// primary's position history for time lag; excludeSync keeps synchronous
-// standbys out of the read pool.
-func buildTopology(nodes []*node, lags *lagtrack.Tracker, excludeSync bool) *topology {
+// primary's position history for time lag.
+func buildTopology(nodes []*node, lags *lagtrack.Tracker) *topology {
 	t := &topology{primary: -1, nodes: make([]nodeView, len(nodes))}
 	var primaries []int
 	// Why there may be no primary: the hosts that failed and their
@@ -183,7 +182,7 @@ func buildTopology(nodes []*node, lags *lagtrack.Tracker, excludeSync bool) *top
 		if t.sysid == 0 && v.probed && v.status.healthy() {
 			t.sysid = v.status.sysid // no primary: the replicas still name the cluster
 		}
-		v.excluded = t.exclusion(i, excludeSync)
+		v.excluded = t.exclusion(i)
 		if v.excluded == rejectNone {
 			t.eligible.add(i)
 		}
@@ -196,7 +195,7 @@ func buildTopology(nodes []*node, lags *lagtrack.Tracker, excludeSync bool) *top
 
 // exclusion says why node i may serve no read at all: the first filters
 // of selection, which depend only on the snapshot.
-func (t *topology) exclusion(i int, excludeSync bool) rejection {
+func (t *topology) exclusion(i int) rejection {
 	v := &t.nodes[i]
 	st := &v.status
 	switch {
@@ -236,10 +235,7 @@ func (t *topology) exclusion(i int, excludeSync bool) rejection {
 		v.syncState = p.status.syncStates[st.appName]
 	}
 	if p.status.syncHidden() {
-		v.syncState = StatusNeedsMonitor // ExcludeSyncStandby fails at Connect
-	}
-	if excludeSync && (v.syncState == "sync" || v.syncState == "quorum") {
-		return rejectSyncStandby
+		v.syncState = StatusNeedsMonitor
 	}
 	return rejectNone
 }
@@ -329,10 +325,8 @@ const (
 	rejectOtherCluster           // another system identifier
 	rejectOldTimeline            // has not followed the primary's timeline
 	rejectNewTimeline            // on a newer timeline than the primary's
-	rejectSyncStandby            // a synchronous standby, excluded by configuration
 	rejectSuspect                // a statement failed on it since the last probe
 	rejectTried                  // this read already failed there
-	rejectLagBytes               // Config.MaxLagBytes
 	rejectLagTime                // Config.MaxLag
 	rejectStale                  // the context's WithMaxStaleness
 	rejectBehind                 // not known to have replayed the needed position

@@ -43,7 +43,7 @@ func TestFutileWaitPrediction(t *testing.T) {
 			c := &router{}
 			c.primaryLSNs.Add(now.Add(-2*time.Second), 1000)
 			c.primaryLSNs.Add(now.Add(-tc.passedAt), 2000)
-			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
+			top := snapshot(spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
 			st := &top.nodes[1].status
 			st.applyDelay, st.replayRate, st.paused = tc.delay, tc.rate, tc.paused
 			st.lsn, st.at = 1000, now.Add(-tc.sampled)
@@ -78,7 +78,7 @@ func TestFutileWithAPausedReplica(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &router{}
 			c.primaryLSNs.Add(now, 2000)
-			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
+			top := snapshot(spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
 			top.nodes[1].status.paused = true
 			top.nodes[2].status.applyDelay = tc.delay
 			if tc.delay < 0 {
@@ -95,9 +95,9 @@ func TestFutileWithAPausedReplica(t *testing.T) {
 
 // TestReadOnlyTxFallbackTakesASlotAndCounts: a read-only transaction that
 // falls back to the primary is a fallback read like any other: it holds
-// one of the MaxPrimaryFallbacks slots for its whole life and is counted.
+// one of the fallback slots for its whole life and is counted.
 func TestReadOnlyTxFallbackTakesASlotAndCounts(t *testing.T) {
-	mc := newMockCluster(t, 1, func(c *Config) { c.MaxPrimaryFallbacks = 1 })
+	mc := newMockCluster(t, 1, func(c *Config) { c.MaxConnsPerHost = 2 })
 	// A write the replica (known at 0/100) has not replayed.
 	mc.mocks[0].ExpectExec("UPDATE t SET x = 1").WillReturnResult(sqlmock.NewResult(0, 1))
 	mc.expectLSNCapture(0, "0/900")
@@ -156,7 +156,7 @@ func TestReplicasLatePrediction(t *testing.T) {
 		{name: "no flight: an older write", age: 2 * youngWrite},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			top := snapshot(false, spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
+			top := snapshot(spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000})
 			top.nodes[0].n.observeRTT(200 * time.Microsecond)
 			top.nodes[1].lag, top.nodes[1].status.applyDelay = tc.lag, tc.delay
 			top.nodes[1].n.endpoint.Store(tc.endpoint)

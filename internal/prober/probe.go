@@ -164,7 +164,7 @@ func (p *Prober) probeConn(ctx context.Context) (*Status, error) {
 // light one.
 func (p *Prober) askAny(ctx context.Context, conn driver.Conn, since time.Time, fresh bool) (*Status, error) {
 	prev := p.last
-	if fresh || p.key.FullProbes || prev == nil || prev.Err != nil || p.lightProbes >= fullProbeEvery-1 {
+	if fresh || prev == nil || prev.Err != nil || p.lightProbes >= fullProbeEvery-1 {
 		p.lightProbes = 0
 		return p.ask(ctx, conn, since, fresh, nil)
 	}

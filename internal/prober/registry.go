@@ -21,9 +21,6 @@ type Key struct {
 	Pin    string // the address it dials: "" when the host as configured
 	// ConnectTimeout bounds connecting, Timeout a probe or capture.
 	ConnectTimeout, Timeout time.Duration
-	// FullProbes makes every probe full (ExcludeSyncStandby needs the
-	// standbys' sync states as they are).
-	FullProbes bool
 	// Pgx is what else the connections are made from (PgxHooks).
 	Pgx any
 }
