@@ -92,5 +92,5 @@ func (g *fallbackGate) warnStorm() {
 		return
 	}
 	g.log.Warn("pgreplica: fallback storm: reads refused, the primary already serves the maximum of fallback reads",
-		"max_primary_fallbacks", cap(g.slots), "refused_total", g.metrics.fallbackRejected.Load())
+		"fallback_slots", cap(g.slots), "refused_total", g.metrics.fallbackRejected.Load())
 }

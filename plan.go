@@ -46,8 +46,9 @@ type plan struct {
 	// maxLag bounds replicas' lag for reads without a position:
 	// Config.MaxLag, or the context's staleness.
 	maxLag time.Duration
-	// deadline is the one limit on waiting, for a fresh replica and then
-	// for a fallback slot: the wait budget, never past the context's. It
+	// deadline is the limit on waiting for a fresh replica: the wait
+	// budget, never past the context's (a fallback slot is waited for
+	// until the context's own deadline: fallbackGate.take). It
 	// is set when a wait first needs it (waitDeadline), budget after at:
 	// most reads wait for nothing and read no clock for it.
 	deadline time.Time

@@ -23,6 +23,11 @@ type config struct {
 	// each key (first column) and each Config field (second column)
 	// exactly once.
 	settingsDoc, settingsSection string
+	// removedVar is the driver's map of removed DSN keys (each to what
+	// took its place, for the error ParseDSN returns): its string keys
+	// are no settings, the section removedSection of settingsDoc names
+	// each, and no other part of the pages names any ("" to skip).
+	removedVar, removedSection string
 	// statsDoc mentions every field of Stats.
 	statsDoc string
 	// errorDocs: every exported error of each package mentioned in its
@@ -56,6 +61,8 @@ func defaultConfig(root string) config {
 		driverPkg:       ".",
 		settingsDoc:     "docs/operations.md",
 		settingsSection: "Settings",
+		removedVar:      "removedOptions",
+		removedSection:  "Removed settings",
 		statsDoc:        "docs/operations.md",
 		errorDocs:       errs,
 		metricPkgs:      []string{"pgreplicaprom", "pgreplicaotel"},
@@ -79,6 +86,8 @@ type checker struct {
 	problems []problem
 	md       map[string]*mdFile // by path relative to root
 	driver   *goPackage
+	// removed are the driver's removed DSN keys (config.removedVar).
+	removed map[string]bool
 }
 
 func (c *checker) addf(where, format string, args ...any) {
@@ -96,7 +105,9 @@ func check(cfg config) []problem {
 		return []problem{{cfg.driverPkg, err.Error()}}
 	}
 	c.driver = driver
+	c.removed = c.removedKeys()
 	keys, fields := c.checkSettings()
+	c.checkRemoved()
 	stats := c.checkStats()
 	c.checkErrors()
 	c.checkMetrics()
@@ -159,7 +170,9 @@ var (
 func (c *checker) checkSettings() (keys, fields map[string]bool) {
 	keys, fields = map[string]bool{}, map[string]bool{}
 	for _, k := range c.driver.stringLiterals(dsnKey) {
-		keys[k] = true
+		if !c.removed[k] {
+			keys[k] = true
+		}
 	}
 	if len(keys) == 0 {
 		c.addf(c.cfg.driverPkg, "found no pgreplica_* key in the driver's code: the checker no longer knows where the keys are listed")
@@ -209,7 +222,10 @@ func (c *checker) checkSettings() (keys, fields map[string]bool) {
 		}
 	}
 	for _, k := range sortedKeys(keyRows) {
-		if !keys[k] {
+		switch {
+		case c.removed[k]:
+			c.addf(at(keyRows[k]), "the %q table documents %s, which was removed (%s); it belongs under %q", c.cfg.settingsSection, k, c.cfg.removedVar, c.cfg.removedSection)
+		case !keys[k]:
 			c.addf(at(keyRows[k]), "the %q table documents %s, which is no DSN key of the driver", c.cfg.settingsSection, k)
 		}
 	}
@@ -227,6 +243,57 @@ func (c *checker) checkSettings() (keys, fields map[string]bool) {
 		}
 	}
 	return keys, fields
+}
+
+// removedKeys returns the keys of the driver's map of removed DSN keys.
+func (c *checker) removedKeys() map[string]bool {
+	out := map[string]bool{}
+	if c.cfg.removedVar == "" {
+		return out
+	}
+	list, ok := c.driver.mapKeys(c.cfg.removedVar, dsnKey)
+	if !ok {
+		c.addf(c.cfg.driverPkg, "found no variable %s (the removed DSN keys): the checker no longer knows which keys were removed", c.cfg.removedVar)
+	}
+	for _, k := range list {
+		out[k] = true
+	}
+	return out
+}
+
+// removedLines returns the lines [start, end) of the removed settings'
+// section of the settings doc; ok is false without one.
+func (c *checker) removedLines() (start, end int, ok bool) {
+	doc, err := c.doc(c.cfg.settingsDoc)
+	if err != nil || c.cfg.removedSection == "" {
+		return 0, 0, false
+	}
+	return doc.section(c.cfg.removedSection)
+}
+
+// checkRemoved wants each removed DSN key named in the removed settings'
+// section, with what took its place.
+func (c *checker) checkRemoved() {
+	if len(c.removed) == 0 {
+		return
+	}
+	start, end, ok := c.removedLines()
+	if !ok {
+		c.addf(c.cfg.settingsDoc, "no section %q for the removed DSN keys (%s)", c.cfg.removedSection, strings.Join(sortedKeys(c.removed), ", "))
+		return
+	}
+	doc, _ := c.doc(c.cfg.settingsDoc)
+	named := map[string]bool{}
+	for i := start; i < end; i++ {
+		for _, m := range keyRef.FindAllStringSubmatch(doc.lines[i], -1) {
+			named[m[1]] = true
+		}
+	}
+	for _, k := range sortedKeys(c.removed) {
+		if !named[k] {
+			c.addf(doc.path, "the removed DSN key %s (%s) is not in the section %q", k, c.cfg.removedVar, c.cfg.removedSection)
+		}
+	}
 }
 
 // checkStats wants every Stats field named in the stats doc, and returns
@@ -411,11 +478,18 @@ func (c *checker) checkReferences(keys, fields, stats map[string]bool) {
 			}
 		}
 	}
+	rmStart, rmEnd, _ := c.removedLines()
 	for _, f := range c.pages() {
 		for i, l := range f.lines {
 			where := fmt.Sprintf("%s:%d", f.path, i+1)
 			for _, m := range keyRef.FindAllStringSubmatch(l, -1) {
 				w := m[1]
+				if c.removed[w] {
+					if f.path != c.cfg.settingsDoc || i < rmStart || i >= rmEnd {
+						c.addf(where, "%s was removed: only the section %q of %s names it; say what happens now instead", w, c.cfg.removedSection, c.cfg.settingsDoc)
+					}
+					continue
+				}
 				if !keys[w] && !metrics[w] && !metrics[promSuffix.ReplaceAllString(w, "")] {
 					c.addf(where, "%s is neither a DSN key of the driver nor a metric of its collector", w)
 				}

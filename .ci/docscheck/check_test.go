@@ -20,6 +20,10 @@ var dsnOptions = []struct{ name, doc string }{
 }
 
 const prefix = "pgreplica_"
+
+var removedOptions = map[string]string{
+	"pgreplica_old_zone": "renamed pgreplica_zone",
+}
 `,
 		"config.go": `package drv
 
@@ -88,6 +92,12 @@ type Config struct {
 | ` + "`pgreplica_wait_budget`" + ` | ` + "`WaitBudget`" + ` | 150ms |
 | ` + "`pgreplica_zone`" + ` | ` + "`Zone`" + ` | none |
 
+### Removed settings
+
+| removed | now |
+|---|---|
+| ` + "`pgreplica_old_zone`" + ` | renamed ` + "`pgreplica_zone`" + ` |
+
 ## Metrics
 
 ` + "`Stats()`" + `: ` + "`ReplicaReads`, `PrimaryReads`, `Fallbacks`" + ` (see [errors](errors.md#reads)).
@@ -104,6 +114,8 @@ func fixtureConfig(root string) config {
 		driverPkg:       ".",
 		settingsDoc:     "docs/operations.md",
 		settingsSection: "Settings",
+		removedVar:      "removedOptions",
+		removedSection:  "Removed settings",
 		statsDoc:        "docs/operations.md",
 		errorDocs:       []errorDoc{{".", "docs/errors.md"}},
 		metricPkgs:      []string{"prom"},
@@ -208,6 +220,18 @@ var ErrFake = errors.New("fake")`),
 		{"README without CI's test command",
 			replace("README.md", "-p 1 $(go list", "$(go list"),
 			"README.md: does not contain"},
+		{"a removed key back in the settings table",
+			replace("docs/operations.md", "| `pgreplica_zone` |", "| `pgreplica_zone`, `pgreplica_old_zone` |"),
+			"documents pgreplica_old_zone, which was removed (removedOptions); it belongs under \"Removed settings\""},
+		{"a page naming a removed key outside its section",
+			replace("docs/errors.md", "`ErrNoPrimary`", "`ErrNoPrimary` (set `pgreplica_old_zone`)"),
+			"docs/errors.md:5: pgreplica_old_zone was removed: only the section \"Removed settings\" of docs/operations.md names it"},
+		{"a removed key missing from its section",
+			replace("docs/operations.md", "| `pgreplica_old_zone` | renamed", "| the old zone key | renamed"),
+			"the removed DSN key pgreplica_old_zone (removedOptions) is not in the section \"Removed settings\""},
+		{"the removed keys' map moved where the checker cannot see it",
+			replace("dsn.go", "var removedOptions =", "var goneOptions ="),
+			"found no variable removedOptions"},
 		{"the keys' table moved where the checker cannot see it",
 			replace("dsn.go", `"pgreplica_wait_budget"`, `"pgreplica_" + "wait_budget"`),
 			"documents pgreplica_wait_budget, which is no DSN key of the driver"},

@@ -68,6 +68,48 @@ func (p *goPackage) stringLiterals(re *regexp.Regexp) []string {
 	return sortedKeys(seen)
 }
 
+// mapKeys returns the string-literal keys that match re of the map
+// literal a package-level variable named name is set to, sorted; ok is
+// false when p declares no such variable.
+func (p *goPackage) mapKeys(name string, re *regexp.Regexp) (keys []string, ok bool) {
+	seen := map[string]bool{}
+	for _, f := range p.files {
+		for _, d := range f.Decls {
+			gd, isGen := d.(*ast.GenDecl)
+			if !isGen || gd.Tok != token.VAR {
+				continue
+			}
+			for _, s := range gd.Specs {
+				vs := s.(*ast.ValueSpec)
+				for i, n := range vs.Names {
+					if n.Name != name || i >= len(vs.Values) {
+						continue
+					}
+					ok = true
+					lit, isLit := vs.Values[i].(*ast.CompositeLit)
+					if !isLit {
+						continue
+					}
+					for _, e := range lit.Elts {
+						kv, isKV := e.(*ast.KeyValueExpr)
+						if !isKV {
+							continue
+						}
+						k, isStr := kv.Key.(*ast.BasicLit)
+						if !isStr || k.Kind != token.STRING {
+							continue
+						}
+						if v, err := strconv.Unquote(k.Value); err == nil && re.MatchString(v) {
+							seen[v] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return sortedKeys(seen), ok
+}
+
 // structFields returns the exported field names of struct type name
 // (an embedded field by its type's name), in declaration order; ok is
 // false when p declares no such struct.

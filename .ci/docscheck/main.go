@@ -1,7 +1,8 @@
 // Command docscheck keeps the mechanical parts of pgreplica's docs true:
 // every pgreplica_* DSN key and Config field in the settings table of
 // docs/operations.md exactly once, and nothing there that does not
-// exist; every Stats field and exported error named in the docs; every
+// exist; every removed key (dsn.go's removedOptions) in its "Removed
+// settings" section and nowhere else in the pages; every Stats field and exported error named in the docs; every
 // metric name and label value the metrics packages emit in their package
 // documentation; every pgreplica_* word, Config.X and Stats.X of the
 // pages real; every relative link of README.md and docs/*.md resolving,
