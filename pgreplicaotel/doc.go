@@ -18,7 +18,6 @@
 //	pgreplica.read.fallbacks.rejected         counter {read}: refused with ErrFallbackLimit
 //	pgreplica.read.fallbacks.peak             gauge {read}: most fallback reads on the primary at once
 //	pgreplica.read.failures{reason}           counter {read}: ErrNoFreshReplica returned (FallbackError)
-//	pgreplica.stale_reads                     counter {read}: FallbackStale reads beyond the lag bounds
 //	pgreplica.read.conflicts_avoided          counter {read}: sent to the primary for their conflicts
 //	pgreplica.primary.visibility_waits        counter {read}: session reads that waited for the primary to show a commit
 //	pgreplica.read.retries{kind}              counter {retry}: kind is conflict, read_only or conn_lost

@@ -89,7 +89,6 @@ func ExampleRegister() {
 	// pgreplica.reads {read}
 	// pgreplica.replay_checks {check}
 	// pgreplica.replica.wait.time s
-	// pgreplica.stale_reads {read}
 	// pgreplica.tokened_read.fallbacks {read}
 	// pgreplica.tokened_reads {read}
 }

@@ -18,7 +18,7 @@ var errNil = errors.New("pgreplicaotel: Register needs a *pgreplica.Connector an
 // instruments are the observable instruments one callback reports.
 type instruments struct {
 	reads, fallbacks, failures, retries  metric.Int64ObservableCounter
-	hedges, rejected, staleReads         metric.Int64ObservableCounter
+	hedges, rejected                     metric.Int64ObservableCounter
 	conflictsAvoided, visibilityWaits    metric.Int64ObservableCounter
 	replayChecks                         metric.Int64ObservableCounter
 	tokened, tokenedFallbacks, captures  metric.Int64ObservableCounter
@@ -54,7 +54,7 @@ func register(stats func() pgreplica.Stats, mp metric.MeterProvider, opts ...Opt
 	r := &reporter{stats: stats, in: in, extra: o.attrs}
 	reg, err := m.RegisterCallback(r.observe,
 		in.reads, in.fallbacks, in.failures, in.retries, in.hedges, in.tokened, in.tokenedFallbacks, in.captures,
-		in.rejected, in.staleReads, in.conflictsAvoided, in.visibilityWaits, in.replayChecks, in.fallbackPeak,
+		in.rejected, in.conflictsAvoided, in.visibilityWaits, in.replayChecks, in.fallbackPeak,
 		in.waitTime, in.up, in.role, in.eligible, in.lagBytes, in.paused, in.rtt, in.lagTime)
 	if err != nil {
 		return nil, fmt.Errorf("pgreplicaotel: register callback: %w", err)
@@ -96,11 +96,9 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		hedges: counter("pgreplica.read.hedges", "{read}",
 			"Replica reads also sent to a second replica, by outcome (won, lost), and hedges the budget refused (denied)."),
 		rejected: counter("pgreplica.read.fallbacks.rejected", "{read}",
-			"Reads refused with ErrFallbackLimit: they queued for one of the MaxPrimaryFallbacks slots on the primary until FallbackWait or their context ended."),
+			"Reads refused with ErrFallbackLimit: they queued for one of the fallback slots on the primary (half of MaxConnsPerHost) until their context's deadline, or ConnectTimeout when it had none."),
 		fallbackPeak: gauge("pgreplica.read.fallbacks.peak", "{read}",
-			"The most reads that were on the primary as fallbacks at once since the connector started; never above MaxPrimaryFallbacks."),
-		staleReads: counter("pgreplica.stale_reads", "{read}",
-			"Reads FallbackStale served on a replica beyond the lag bounds (within StaleFallbackLag); they count in pgreplica.reads{route=replica} too."),
+			"The most reads that were on the primary as fallbacks at once since the connector started; never above half of MaxConnsPerHost."),
 		conflictsAvoided: counter("pgreplica.read.conflicts_avoided", "{read}",
 			"Reads sent straight to the primary because their statement kept conflicting with replay on the replicas in the last minute; they count in pgreplica.read.fallbacks{reason=conflict} too."),
 		visibilityWaits: counter("pgreplica.primary.visibility_waits", "{read}",
@@ -169,7 +167,6 @@ func (r *reporter) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.hedges, s.HedgesDenied, r.set(attribute.String("outcome", "denied")))
 	o.ObserveInt64(in.rejected, s.FallbackRejected, r.set())
 	o.ObserveInt64(in.fallbackPeak, s.FallbackPeak, r.set())
-	o.ObserveInt64(in.staleReads, s.StaleReads, r.set())
 	o.ObserveInt64(in.conflictsAvoided, s.ConflictsAvoided, r.set())
 	o.ObserveInt64(in.visibilityWaits, s.PrimaryVisibilityWaits, r.set())
 	o.ObserveInt64(in.replayChecks, s.ReplayChecks, r.set(attribute.String("where", "before")))

@@ -36,7 +36,6 @@ var exported = map[string]func(t *testing.T, got points, s pgreplica.Stats){
 	},
 	"RecentWriteReads": is("pgreplica.reads", func(s pgreplica.Stats) float64 { return float64(s.RecentWriteReads) }, "route=recent_write"),
 	"FallbackRejected": is("pgreplica.read.fallbacks.rejected", func(s pgreplica.Stats) float64 { return float64(s.FallbackRejected) }, ""),
-	"StaleReads":       is("pgreplica.stale_reads", func(s pgreplica.Stats) float64 { return float64(s.StaleReads) }, ""),
 	"FallbackPeak":     is("pgreplica.read.fallbacks.peak", func(s pgreplica.Stats) float64 { return float64(s.FallbackPeak) }, ""),
 	"TokenedReads":     is("pgreplica.tokened_reads", func(s pgreplica.Stats) float64 { return float64(s.TokenedReads) }, ""),
 	"TokenedFallbacks": is("pgreplica.tokened_read.fallbacks", func(s pgreplica.Stats) float64 { return float64(s.TokenedFallbacks) }, ""),

@@ -23,10 +23,10 @@ import (
 //
 // pgxpool's settings without a counterpart here: MinConns and
 // MinIdleConns (each server's pool dials on demand), HealthCheckPeriod
-// (the monitor closes expired and idle connections after every probe,
-// Routing.MonitorInterval), MaxConnLifetimeJitter, PingTimeout and
-// ShouldPing (a connection idle longer than Routing.HealthCheckAfter is
-// pinged before use, within Routing.ProbeTimeout), and the deprecated
+// (the monitor closes expired and idle connections after every probe:
+// every 250ms while statements run, every second while none do),
+// MaxConnLifetimeJitter, PingTimeout and ShouldPing (a connection idle
+// longer than 1s is pinged before use, within 1s), and the deprecated
 // BeforeAcquire (use PrepareConn). ParseConfig refuses their pool_*
 // options.
 type Config struct {
@@ -78,9 +78,10 @@ type Config struct {
 	MaxConnIdleTime time.Duration
 
 	// Routing holds pgreplica's own settings: the servers (Hosts), the
-	// consistency defaults, wait budgets, fallbacks, monitor and tokens
-	// (see pgreplica.Config). Set the three pool settings above in their
-	// pgxpool fields or in Routing, not in both; the hooks only above.
+	// default consistency, the wait budget, the fallback, the lag bound,
+	// the replica policy and the zones (see pgreplica.Config). Set the
+	// three pool settings above in their pgxpool fields or in Routing,
+	// not in both; the hooks only above.
 	Routing pgreplica.Config
 }
 

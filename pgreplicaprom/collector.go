@@ -15,7 +15,7 @@ type Collector struct {
 	reads, fallbacks, failed            *prometheus.Desc
 	tokened, tokenedFallbacks, captures *prometheus.Desc
 	retries, hedges, wait               *prometheus.Desc
-	rejected, fallbackPeak, staleReads  *prometheus.Desc
+	rejected, fallbackPeak              *prometheus.Desc
 	conflictsAvoided, visibilityWaits   *prometheus.Desc
 	replayChecks                        *prometheus.Desc
 
@@ -67,11 +67,9 @@ func newCollector(stats func() pgreplica.Stats, opts ...Option) *Collector {
 		wait: desc("replica_wait_seconds",
 			"Time reads with a position requirement spent finding a replica fresh enough."),
 		rejected: desc("read_fallbacks_rejected_total",
-			"Reads refused with ErrFallbackLimit: they queued for one of the MaxPrimaryFallbacks slots on the primary until FallbackWait or their context ended."),
+			"Reads refused with ErrFallbackLimit: they queued for one of the fallback slots on the primary (half of MaxConnsPerHost) until their context's deadline, or ConnectTimeout when it had none."),
 		fallbackPeak: desc("read_fallbacks_peak",
-			"The most reads that were on the primary as fallbacks at once since the connector started; never above MaxPrimaryFallbacks."),
-		staleReads: desc("stale_reads_total",
-			"Reads FallbackStale served on a replica beyond the lag bounds (within StaleFallbackLag); they count in reads_total{route=\"replica\"} too."),
+			"The most reads that were on the primary as fallbacks at once since the connector started; never above half of MaxConnsPerHost."),
 		conflictsAvoided: desc("read_conflicts_avoided_total",
 			"Reads sent straight to the primary because their statement kept conflicting with replay on the replicas in the last minute; they count in read_fallbacks_total{reason=\"conflict\"} too."),
 		visibilityWaits: desc("primary_visibility_waits_total",
@@ -100,7 +98,7 @@ func newCollector(stats func() pgreplica.Stats, opts ...Option) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.reads, c.fallbacks, c.failed, c.tokened, c.tokenedFallbacks, c.captures, c.retries, c.hedges, c.wait,
-		c.rejected, c.fallbackPeak, c.staleReads, c.conflictsAvoided, c.visibilityWaits, c.replayChecks,
+		c.rejected, c.fallbackPeak, c.conflictsAvoided, c.visibilityWaits, c.replayChecks,
 		c.nodeUp, c.nodeRole, c.lagBytes, c.lagSeconds, c.paused, c.eligible, c.rtt,
 	} {
 		ch <- d
@@ -134,7 +132,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	count(c.hedges, s.HedgesDenied, "denied")
 	count(c.rejected, s.FallbackRejected)
 	ch <- prometheus.MustNewConstMetric(c.fallbackPeak, prometheus.GaugeValue, float64(s.FallbackPeak))
-	count(c.staleReads, s.StaleReads)
 	count(c.conflictsAvoided, s.ConflictsAvoided)
 	count(c.visibilityWaits, s.PrimaryVisibilityWaits)
 	count(c.replayChecks, s.ReplayChecks, "before")

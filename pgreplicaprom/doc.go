@@ -18,7 +18,6 @@
 //	pgreplica_read_fallbacks_rejected_total      counter: reads refused with ErrFallbackLimit
 //	pgreplica_read_fallbacks_peak                gauge: most fallback reads on the primary at once
 //	pgreplica_reads_failed_total{reason}         counter: ErrNoFreshReplica returned (FallbackError)
-//	pgreplica_stale_reads_total                  counter: FallbackStale reads beyond the lag bounds
 //	pgreplica_read_conflicts_avoided_total       counter: reads sent to the primary for their conflicts
 //	pgreplica_primary_visibility_waits_total     counter: session reads that waited for the primary to show a commit
 //	pgreplica_tokened_reads_total                counter: reads with a position requirement

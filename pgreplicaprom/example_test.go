@@ -70,7 +70,6 @@ func ExampleNewCollector() {
 	// pgreplica_reads_total COUNTER 4
 	// pgreplica_replay_checks_total COUNTER 2
 	// pgreplica_replica_wait_seconds HISTOGRAM 1
-	// pgreplica_stale_reads_total COUNTER 1
 	// pgreplica_tokened_read_fallbacks_total COUNTER 1
 	// pgreplica_tokened_reads_total COUNTER 1
 }

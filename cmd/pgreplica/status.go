@@ -13,15 +13,16 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/internal/clitext"
+	"github.com/pgreplica/pgreplica/internal/tuning"
 )
 
 // dsnEnv names the environment variable status reads the DSN from when the
 // command line gives none (keeps a password out of the process list).
 const dsnEnv = "PGREPLICA_DSN"
 
-// statusMonitorInterval is the topology poll interval status uses unless
-// the DSN sets pgreplica_monitor_interval: faster than the driver's
-// default so that a short look already has several lag samples.
+// statusMonitorInterval is the topology poll interval status uses, busy
+// or idle: faster than the driver's (250ms while statements run, 1s while
+// idle) so that a short look already has several lag samples.
 const statusMonitorInterval = 100 * time.Millisecond
 
 type statusOptions struct {
@@ -159,14 +160,9 @@ type inspector struct {
 }
 
 func newInspector(cfg pgreplica.Config) (*inspector, error) {
-	if cfg.MonitorInterval == 0 {
-		cfg.MonitorInterval = statusMonitorInterval
-	}
-	if cfg.IdleMonitorInterval == 0 {
-		// status runs no statement of its own: it would be idle, and
-		// its view four times as old.
-		cfg.IdleMonitorInterval = cfg.MonitorInterval
-	}
+	// status runs no statement of its own: the monitor would poll at its
+	// idle pace, and its view would be four times as old.
+	tuning.Set(&cfg, tuning.Knobs{MonitorInterval: statusMonitorInterval, IdleMonitorInterval: statusMonitorInterval})
 	c, err := pgreplica.NewConnector(cfg)
 	if err != nil {
 		return nil, err

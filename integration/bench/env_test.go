@@ -14,6 +14,7 @@ import (
 	_ "github.com/lib/pq"              // registers "postgres", the direct lib/pq baseline
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 // drivers are pgreplica's inner drivers, each compared with itself.
@@ -125,7 +126,7 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 	e.replica = openDB(tb, directName(drv), ep.nodeDSN(1))
 	routed := ep.clusterDSN() + "&pgreplica_driver=" + drv + "&application_name=pgreplica_bench"
 	if extra := os.Getenv("PGREPLICA_BENCH_PARAMS"); extra != "" {
-		routed += "&" + extra // pgreplica_* options to compare, e.g. pgreplica_hedge_delay=-1ms
+		routed += "&" + extra // pgreplica_* and tuning_* options to compare, e.g. tuning_hedge_delay=-1ms
 	}
 	for _, p := range params {
 		routed += "&" + p
@@ -159,8 +160,14 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 	return e
 }
 
+// openDB opens driverName on dsn, pinged and closed with tb; pgreplica's
+// DSN may carry tuning_* parameters (see itest.ParseDSN).
 func openDB(tb testing.TB, driverName, dsn string) *sql.DB {
 	tb.Helper()
+	if driverName == pgreplica.DriverName {
+		db, _ := itest.Open(tb, dsn)
+		return db
+	}
 	db, err := sql.Open(driverName, dsn)
 	if err != nil {
 		tb.Fatal(err)

@@ -32,7 +32,7 @@ func TestGuardedReadRoundTrips(t *testing.T) {
 	createTable(t, rtTable)
 	// Hedging off: a hedge is a bounded second send by design, not the
 	// cost of a read (see TestRoundTrips).
-	h := pinged(t, pgreplicapgx.New, ep.clusterDSN()+"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s&application_name=pgreplica_guard")
+	h := pinged(t, itest.NewPgx, ep.clusterDSN()+"&tuning_monitor_interval=1h&tuning_hedge_delay=-1s&application_name=pgreplica_guard")
 	sel := "SELECT v FROM " + rtTable + " WHERE id = $1"
 	for _, read := range []struct {
 		name  string
@@ -74,7 +74,7 @@ func TestGuardedReadRoundTrips(t *testing.T) {
 	}{{"pgx", 1}, {"pq", 2}} {
 		t.Run("database/sql "+drv.name, func(t *testing.T) {
 			db, c := itest.Open(t, ep.clusterDSN()+"&pgreplica_driver="+drv.name+
-				"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s&application_name=pgreplica_guard")
+				"&tuning_monitor_interval=1h&tuning_hedge_delay=-1s&application_name=pgreplica_guard")
 			checks := c.Stats().ReplayChecks
 			per, counted := guardedRoundTrips(t, ctx, sqlWrites{db, c}, proxies, func(ctx context.Context, id int64) (v string, err error) {
 				return v, db.QueryRowContext(ctx, sel, id).Scan(&v)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration/itest"
 	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
 
@@ -48,8 +49,8 @@ type pgxEnv struct {
 }
 
 // newPgxEnv opens both sides on ep for table; params are extra DSN
-// parameters of both (pool_max_conns for pgxpool, pgreplica_* for the
-// handle: each side ignores the other's).
+// parameters of both (pool_max_conns for pgxpool, pgreplica_* and
+// tuning_* for the handle: each side ignores the other's).
 func newPgxEnv(tb testing.TB, ep endpoints, table string, conns int, params ...string) *pgxEnv {
 	tb.Helper()
 	cluster.Need(tb)
@@ -88,7 +89,7 @@ func openPgxpool(tb testing.TB, dsn string) *pgxpool.Pool {
 }
 
 func openPgxHandle(tb testing.TB, dsn string) *pgreplicapgx.Pool {
-	return pinged(tb, pgreplicapgx.New, dsn)
+	return pinged(tb, itest.NewPgx, dsn)
 }
 
 // pinged opens a pool with open, pings it and closes it with tb.
@@ -288,7 +289,7 @@ func TestRoundTripsPgx(t *testing.T) {
 	createTable(t, rtTable)
 	// Hedging is off, as in TestRoundTrips: a read the loaded machine
 	// held up past the hedge delay would be sent twice, by design.
-	e := newPgxEnv(t, ep, rtTable, 4, "pgreplica_monitor_interval=50ms", "pgreplica_hedge_delay=-1s")
+	e := newPgxEnv(t, ep, rtTable, 4, "tuning_monitor_interval=50ms", "tuning_hedge_delay=-1s")
 
 	var report strings.Builder
 	fmt.Fprintf(&report, "\n%-16s %22s %22s %10s\n", "operation", "round trips/op", "statements/op", "deferred")

@@ -56,7 +56,7 @@ func TestRoundTrips(t *testing.T) {
 			// Hedging is off: a read the loaded machine held up past the
 			// hedge delay would be sent twice, which is the point of a
 			// hedge (bounded, see hedge.go) but not the cost of a read.
-			e := newEnv(t, drv, ep, rtTable, "pgreplica_monitor_interval=50ms", "pgreplica_hedge_delay=-1s")
+			e := newEnv(t, drv, ep, rtTable, "tuning_monitor_interval=50ms", "tuning_hedge_delay=-1s")
 			for _, w := range workloads {
 				d := measure(t, ctx, e, w, "direct", proxies, stmts)
 				r := measure(t, ctx, e, w, "pgreplica", proxies, stmts)

@@ -37,9 +37,9 @@ func BenchmarkShapeRead(b *testing.B) {
 		{"endpoint", ep.Addr(), ""},
 		{"pooler", pgb.Addr(), "&default_query_exec_mode=exec"},
 	} {
-		direct := openBench(b, "pgx", integration.HostsDSN(shape.replica)+shape.params)
-		routed := openBench(b, pgreplica.DriverName, integration.HostsDSN(primary, shape.replica)+shape.params+
-			"&pgreplica_hedge_delay=-1s&application_name=pgreplica_shapes")
+		direct := openDB(b, "pgx", integration.HostsDSN(shape.replica)+shape.params)
+		routed := openDB(b, pgreplica.DriverName, integration.HostsDSN(primary, shape.replica)+shape.params+
+			"&tuning_hedge_delay=-1s&application_name=pgreplica_shapes")
 		for _, side := range []struct {
 			name string
 			db   *sql.DB
@@ -55,17 +55,4 @@ func BenchmarkShapeRead(b *testing.B) {
 			})
 		}
 	}
-}
-
-func openBench(b *testing.B, driverName, dsn string) *sql.DB {
-	b.Helper()
-	db, err := sql.Open(driverName, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	if err := db.Ping(); err != nil {
-		b.Fatal(err)
-	}
-	return db
 }

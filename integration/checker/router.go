@@ -95,10 +95,11 @@ func openRouter(ctx context.Context, cl Cluster, o *Options) (_ *router, err err
 	}
 	if t := o.Target; t.Pgreplica() {
 		// Every session may fall back to the primary at once during a
-		// pause: the checker tests consistency, not the fallback bound
-		// (which would refuse reads with ErrFallbackLimit, by design).
+		// pause (the fallback slots are half the pool): the checker tests
+		// consistency, not the fallback bound (which would refuse reads
+		// with ErrFallbackLimit, by design).
 		dsn := withParams(cl.DSN(), append([]string{"application_name", "pgreplica_checker", "pgreplica_driver", o.Driver,
-			"pgreplica_max_primary_fallbacks", strconv.Itoa(o.Sessions), "pgreplica_max_conns_per_host", strconv.Itoa(2 * o.Sessions)},
+			"pgreplica_max_conns_per_host", strconv.Itoa(2 * o.Sessions)},
 			append(driverParams(cl, o.Driver), syncParams(o)...)...)...)
 		if t == TargetPgx {
 			if o.Names {

@@ -469,15 +469,7 @@ func openRouted(t *testing.T, inner string, act *activity) *handle {
 	h := &handle{inner: inner, routed: true, app: fmt.Sprintf("pgr_cancel_%d", appSeq.Add(1)), queries: act}
 	// Every read slow to answer is hedged (no budget): the cases run
 	// the hedged path too.
-	db, err := sql.Open("pgreplica", cluster.DSN()+"&pgreplica_driver="+inner+"&pgreplica_max_hedge_percent=100&application_name="+h.app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	h.db = db
-	if h.stats, err = pgreplica.ConnectorOf(ctxFor(t), db); err != nil {
-		t.Fatal(err)
-	}
+	h.db, h.stats = itest.Open(t, cluster.DSN()+"&pgreplica_driver="+inner+"&tuning_max_hedge_percent=100&application_name="+h.app)
 	h.tbl = table(t, h.db)
 	warmUp(t, h)
 	return h
@@ -575,7 +567,7 @@ func TestCancelWhileConnecting(t *testing.T) {
 	cluster.Need(t)
 	for _, inner := range drivers {
 		t.Run(inner, func(t *testing.T) {
-			db := openDSN(t, cluster.DSN(), "pgreplica_driver="+inner) // pinged: the replicas' pools are empty
+			db, _ := openDSN(t, cluster.DSN(), "pgreplica_driver="+inner) // pinged: the replicas' pools are empty
 			ctx, cancel := context.WithCancel(context.Background())
 			defer time.AfterFunc(10*time.Millisecond, cancel).Stop()
 			var s string

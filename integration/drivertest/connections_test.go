@@ -17,9 +17,9 @@ import (
 func TestNoConnectionBeyondThePool(t *testing.T) {
 	for _, inner := range drivers {
 		t.Run(inner, func(t *testing.T) {
-			// read_after_write=replica: every read after a write reads
+			// tuning_wait_after_write: every read after a write reads
 			// the write's position, on demand.
-			db := open(t, inner, "pgreplica_read_after_write=replica")
+			db := open(t, inner, "tuning_wait_after_write=true")
 			db.SetMaxOpenConns(1)
 			ctx := ctxFor(t)
 			tbl := table(t, db)
@@ -111,7 +111,7 @@ func TestHandlesShareTheMonitor(t *testing.T) {
 				}
 			}
 			// Another DSN: a monitor of its own.
-			other := open(t, inner, "pgreplica_probe_timeout=900ms")
+			other := open(t, inner, "tuning_probe_timeout=900ms")
 			awaitProbed(t, other)
 			if got := probeConns(replica); got != 2 {
 				t.Errorf("replica: %d probe connections with a handle on another DSN, want 2", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -77,7 +78,7 @@ func TestTokenAcrossDBs(t *testing.T) {
 	for _, inner := range drivers {
 		t.Run(inner, func(t *testing.T) {
 			producer := open(t, inner)
-			consumer := open(t, inner, "pgreplica_default=eventual")
+			consumer := open(t, inner, "pgreplica_consistency=eventual")
 			ctx := ctxFor(t)
 			tbl := table(t, producer)
 			if err := cluster.WaitCaughtUp(ctx); err != nil {
@@ -172,7 +173,7 @@ func TestCommitCapture(t *testing.T) {
 }
 
 // TestReadAfterOwnWriteOnAReplica: under the defaults (pgx inside,
-// process consistency, read_after_write=primary), a read of the process's
+// process consistency), a read of the process's
 // own write, whose position nobody read yet, goes to a caught-up replica
 // that has replayed it (the position is read beside the read's flight)
 // and sees it. A read sent right after its write finds the replicas a
@@ -282,16 +283,19 @@ func TestReadAfterOwnWriteOnAReplica(t *testing.T) {
 // figures send the first reads of the process's own write to a replica,
 // whose check in the read's own flight finds it behind; the flights learn
 // so (flightages.go), and once every replica's have, the reads of such
-// young writes fly no more. Under ReadAfterWritePrimary (the default) a
-// read goes to the primary at once after its flight, or without one: it
-// neither waits for a replica (no replay check before a read, no wait)
-// nor falls back. With ReadAfterWriteReplica it waits for a replica, and
-// falls back when the wait budget ends.
+// young writes fly no more. By default ("primary") a read goes to the
+// primary at once after its flight, or without one: it neither waits for
+// a replica (no replay check before a read, no wait) nor falls back.
+// With the test-only knob WaitAfterWrite ("replica") it waits for a
+// replica, and falls back when the wait budget ends.
 func TestReadAfterOwnWriteNotAwaited(t *testing.T) {
-	for _, raw := range []string{"primary", "replica"} {
-		t.Run(raw, func(t *testing.T) {
-			db := open(t, "pgx", "pgreplica_monitor_interval=1h", "pgreplica_idle_monitor_interval=1h",
-				"pgreplica_read_after_write="+raw, "pgreplica_wait_budget=100ms")
+	for _, tc := range []struct {
+		name string
+		wait bool // tuning.Knobs.WaitAfterWrite
+	}{{"primary", false}, {"replica", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := open(t, "pgx", "tuning_monitor_interval=1h", "tuning_idle_monitor_interval=1h",
+				"tuning_wait_after_write="+strconv.FormatBool(tc.wait), "pgreplica_wait_budget=100ms")
 			ctx := ctxFor(t)
 			tbl := table(t, db)
 			// The replicas have the table: the reads can be described there.
@@ -323,8 +327,7 @@ func TestReadAfterOwnWriteNotAwaited(t *testing.T) {
 			if flights == 0 || flights >= 2*n {
 				t.Errorf("%d checks in the reads' flights, want the first read's, and fewer than two a read once the flights learned the replicas are behind", flights)
 			}
-			switch raw {
-			case "primary":
+			if !tc.wait {
 				// A read planned more than captureDelay after its write
 				// (a loaded machine: CI runs the packages in parallel)
 				// finds the position already read by the background
@@ -335,10 +338,8 @@ func TestReadAfterOwnWriteNotAwaited(t *testing.T) {
 				if recent+fell != n || recent == 0 || checks != 0 {
 					t.Errorf("want every read on the primary after its flight, for its write (or, planned late, as a fallback), none waiting")
 				}
-			case "replica":
-				if recent != 0 || fell != n || checks == 0 {
-					t.Errorf("want every read to wait for a replica and fall back")
-				}
+			} else if recent != 0 || fell != n || checks == 0 {
+				t.Errorf("want every read to wait for a replica and fall back")
 			}
 		})
 	}

@@ -25,11 +25,12 @@ import (
 // 48 goroutines read a row written meanwhile, with the default consistency
 // and a 5 s deadline each. No read fails: each falls back at once (a
 // paused replica cannot serve the position) and queues for one of the
-// bounded fallback slots, which never hold more reads than the bound (on
-// the primary: counted in pg_stat_activity as well as by the connector).
+// fallback slots, half the primary's pool, which never hold more reads
+// than that bound (on the primary: counted in pg_stat_activity as well
+// as by the connector).
 func TestLagSpikeQueuesFallbacks(t *testing.T) {
 	const readers, bound = 48, 5
-	db := open(t, "pgx", "pgreplica_max_primary_fallbacks="+strconv.Itoa(bound))
+	db := open(t, "pgx", "pgreplica_max_conns_per_host="+strconv.Itoa(2*bound))
 	ctx := ctxFor(t)
 	tbl := table(t, db)
 	resume := cluster.PauseReplicas(t)
@@ -107,7 +108,7 @@ func TestPausedReplicaDoesNotStallReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Old enough to be read back by position, not sent to the
-		// primary as too young for any replica (ReadAfterWrite).
+		// primary as too young for any replica.
 		time.Sleep(20 * time.Millisecond)
 		began := time.Now()
 		var port int

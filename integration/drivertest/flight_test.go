@@ -35,7 +35,7 @@ func TestFlightRowsMatchStdlib(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ctx := ctxFor(t)
 			db, c := itest.Open(t, cluster.DSN()+"&application_name="+appName(t)+
-				"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s&default_query_exec_mode="+mode)
+				"&tuning_monitor_interval=1h&tuning_hedge_delay=-1s&default_query_exec_mode="+mode)
 			// The first probes go at once, then none for an hour: a
 			// replica's first answer arriving after the write has caught
 			// up (a slow start on a loaded machine) would let the read
@@ -154,7 +154,7 @@ func (a answer) mustEqual(t *testing.T, want answer) {
 func TestFlightErrors(t *testing.T) {
 	cluster.Need(t)
 	ctx := ctxFor(t)
-	db, c := itest.Open(t, cluster.DSN()+"&application_name="+appName(t)+"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s")
+	db, c := itest.Open(t, cluster.DSN()+"&application_name="+appName(t)+"&tuning_monitor_interval=1h&tuning_hedge_delay=-1s")
 	tbl := table(t, db)
 	sess := pgreplica.NewSession()
 	sctx := pgreplica.WithSession(ctx, sess)
@@ -201,7 +201,7 @@ func TestFlightErrors(t *testing.T) {
 func TestFlightWrongArgumentCount(t *testing.T) {
 	cluster.Need(t)
 	ctx := ctxFor(t)
-	db, _ := itest.Open(t, cluster.DSN()+"&application_name="+appName(t)+"&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s")
+	db, _ := itest.Open(t, cluster.DSN()+"&application_name="+appName(t)+"&tuning_monitor_interval=1h&tuning_hedge_delay=-1s")
 	plain, err := sql.Open("pgx", cluster.NodeDSN(cluster.Primary()))
 	if err != nil {
 		t.Fatal(err)

@@ -31,21 +31,12 @@ func openHooked(t *testing.T, configure func(*pgreplica.Config), params ...strin
 	for _, p := range params {
 		dsn += "&" + p
 	}
-	cfg, err := pgreplica.ParseDSN(dsn)
+	cfg, err := itest.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	configure(&cfg)
-	cn, err := pgreplica.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(cn)
-	t.Cleanup(func() { db.Close() })
-	if err := db.PingContext(ctxFor(t)); err != nil {
-		t.Fatal(err)
-	}
-	return db, cn
+	return itest.OpenConfig(t, cfg)
 }
 
 // servedByEvery runs read, on the primary one time in three and on any
@@ -147,7 +138,7 @@ func TestSQLAfterConnectOnEveryServer(t *testing.T) {
 	// replica caught up before the read flies.
 	db.Close()
 
-	db, cn := openHooked(t, hooked, "pgreplica_monitor_interval=1h", "pgreplica_hedge_delay=-1s")
+	db, cn := openHooked(t, hooked, "tuning_monitor_interval=1h", "tuning_hedge_delay=-1s")
 	itest.AwaitRTT(t, cn)
 	ctx := ctxFor(t)
 	sess := pgreplica.NewSession()
@@ -188,7 +179,7 @@ func TestSQLTracerSeesEveryStatement(t *testing.T) {
 		cc.Tracer = tr
 		cfg.User, cfg.Database, cfg.Params = "", "", nil // ConnConfig holds them
 		cfg.Pgx = &pgreplica.PgxHooks{ConnConfig: cc}
-	}, "pgreplica_monitor_interval=1h", "pgreplica_hedge_delay=-1s")
+	}, "tuning_monitor_interval=1h", "tuning_hedge_delay=-1s")
 	itest.AwaitRTT(t, cn)
 	ctx := ctxFor(t)
 	tbl := table(t, db)
@@ -277,7 +268,7 @@ func TestSQLBeforeConnectRotatesPassword(t *testing.T) {
 			cc.Password = password.Load().(string)
 			return nil
 		}}
-	}, "pgreplica_monitor_interval=50ms")
+	}, "tuning_monitor_interval=50ms")
 	readEverywhere := func(when string) {
 		t.Helper()
 		servedByEvery(t, when, func(ctx context.Context) (int, error) {
@@ -349,7 +340,7 @@ func TestSQLPoolHooks(t *testing.T) {
 			},
 			BeforeClose: func(c *pgx.Conn) { add(&closed, c) },
 		}
-	}, "pgreplica_hedge_delay=-1s", "pgreplica_monitor_interval=20ms", "pgreplica_health_check_after=-1s")
+	}, "tuning_hedge_delay=-1s", "tuning_monitor_interval=20ms", "tuning_health_check_after=-1s")
 	ctx := ctxFor(t)
 	await := func(what string, cond func() bool) {
 		t.Helper()

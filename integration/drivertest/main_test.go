@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 var cluster *integration.Cluster
@@ -35,26 +36,20 @@ func open(t *testing.T, inner string, params ...string) *sql.DB {
 // openOn returns a pgreplica *sql.DB on c, closed with t.
 func openOn(t *testing.T, c *integration.Cluster, params ...string) *sql.DB {
 	t.Helper()
-	return openDSN(t, c.DSN(), params...)
+	db, _ := openDSN(t, c.DSN(), params...)
+	return db
 }
 
-// openDSN returns a pgreplica *sql.DB on dsn with params and the test's
-// application_name, closed with t.
-func openDSN(t *testing.T, dsn string, params ...string) *sql.DB {
+// openDSN returns a pgreplica *sql.DB on dsn with params (tuning_*
+// parameters too, see itest.ParseDSN) and the test's application_name,
+// pinged, and its connector; closed with t.
+func openDSN(t *testing.T, dsn string, params ...string) (*sql.DB, *pgreplica.Connector) {
 	t.Helper()
 	dsn += "&application_name=" + appName(t)
 	for _, p := range params {
 		dsn += "&" + p
 	}
-	db, err := sql.Open("pgreplica", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.Ping(); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return itest.Open(t, dsn)
 }
 
 // appName tags a test's server sessions so they can be found in

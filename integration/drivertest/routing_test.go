@@ -15,12 +15,12 @@ import (
 func TestRouting(t *testing.T) {
 	for _, inner := range drivers {
 		t.Run(inner, func(t *testing.T) {
-			// read_after_write=replica: a read right after a write reads
+			// tuning_wait_after_write: a read right after a write reads
 			// the write's position and goes to a replica that has it.
 			// Under the default it takes the primary while the write is
 			// younger than a capture delay, which WaitCaughtUp below may
 			// well take less than (CI saw it on PostgreSQL 13).
-			db := open(t, inner, "pgreplica_read_after_write=replica")
+			db := open(t, inner, "tuning_wait_after_write=true")
 			ctx := ctxFor(t)
 			tbl := table(t, db)
 			primary := cluster.Primary()

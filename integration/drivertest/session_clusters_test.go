@@ -65,7 +65,7 @@ func TestSessionAcrossClusters(t *testing.T) {
 	token := codec.SessionToken(sess)
 
 	// Process 2.
-	readers := map[string]*sql.DB{"A": openOn(t, a, "pgreplica_default=eventual"), "B": openOn(t, b, "pgreplica_default=eventual")}
+	readers := map[string]*sql.DB{"A": openOn(t, a, "pgreplica_consistency=eventual"), "B": openOn(t, b, "pgreplica_consistency=eventual")}
 	clusters := map[string]*integration.Cluster{"A": a, "B": b}
 	tok, err := codec.Decode(token)
 	if err != nil {

@@ -13,17 +13,13 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 // openShape opens pgreplica on a DSN of the given addresses.
 func openShape(t *testing.T, inner string, addrs []string, params ...string) (*sql.DB, *pgreplica.Connector) {
 	t.Helper()
-	db := openDSN(t, integration.HostsDSN(addrs...), append([]string{"pgreplica_driver=" + inner}, params...)...)
-	c, err := pgreplica.ConnectorOf(ctxFor(t), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, c
+	return openDSN(t, integration.HostsDSN(addrs...), append([]string{"pgreplica_driver=" + inner}, params...)...)
 }
 
 func primaryAddr() string { return fmt.Sprintf("127.0.0.1:%d", cluster.Port(cluster.Primary())) }
@@ -127,22 +123,14 @@ func TestRestartBehindPoolerSeen(t *testing.T) {
 	b := cluster.PgBouncer(t, replica, integration.PoolTransaction)
 	logs := &recordedLogs{}
 	dsn := integration.HostsDSN(primaryAddr(), b.Addr()) + "&application_name=" + appName(t) +
-		"&default_query_exec_mode=exec&pgreplica_monitor_interval=4s"
-	cfg, err := pgreplica.ParseDSN(dsn)
+		"&default_query_exec_mode=exec&tuning_monitor_interval=4s"
+	cfg, err := itest.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Logger = slog.New(logs)
-	conn, err := pgreplica.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
+	_, conn := itest.OpenConfig(t, cfg)
 	ctx := ctxFor(t)
-	if err := db.PingContext(ctx); err != nil {
-		t.Fatal(err)
-	}
 	before := conn.Nodes()[replica]
 	if before.ServerStartedAt.IsZero() {
 		t.Fatal("the probe did not say when the server started")
@@ -218,7 +206,7 @@ func TestStalenessBoundBehindEndpoint(t *testing.T) {
 	for _, inner := range drivers {
 		t.Run(inner, func(t *testing.T) {
 			ctx := ctxFor(t)
-			db, c := openShape(t, inner, []string{primaryAddr(), ep.Addr()}, "pgreplica_monitor_interval=50ms")
+			db, c := openShape(t, inner, []string{primaryAddr(), ep.Addr()}, "tuning_monitor_interval=50ms")
 			tbl := table(t, db)
 			if _, err := db.ExecContext(ctx, "INSERT INTO "+tbl+" (id, v) VALUES (1, clock_timestamp()::text)"); err != nil {
 				t.Fatal(err)

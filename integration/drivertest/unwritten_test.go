@@ -104,7 +104,7 @@ func TestPositionOfAnotherProcessHonoured(t *testing.T) {
 			t.Cleanup(func() { mustExec(t, cluster.Primary(), "DROP TABLE IF EXISTS "+name) })
 			// The table is made outside the handle too, so that it has no
 			// write of its own to wait for.
-			db := open(t, inner, "pgreplica_wait_budget=50ms", "pgreplica_monitor_interval=1h")
+			db := open(t, inner, "pgreplica_wait_budget=50ms", "tuning_monitor_interval=1h")
 			if err := cluster.WaitCaughtUp(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -17,15 +17,16 @@ import (
 // replica came closest and what ended the wait, and matches the
 // context's error (docs/errors.md).
 
-// TestFallbackQueueWaitedOut: with one fallback slot, held by a read-only
-// transaction that fell back, a read that must also fall back queues
-// until its deadline: ErrFallbackLimit and context.DeadlineExceeded, the
-// message naming the slot, the wait, and why it fell back (the paused
-// replicas, the closest one named).
+// TestFallbackQueueWaitedOut: with one fallback slot (half a pool of two
+// on the primary), held by a read-only transaction that fell back, a
+// read that must also fall back queues until its deadline:
+// ErrFallbackLimit and context.DeadlineExceeded, the message naming the
+// slot, the wait, and why it fell back (the paused replicas, the closest
+// one named).
 func TestFallbackQueueWaitedOut(t *testing.T) {
 	for _, inner := range drivers {
 		t.Run(inner, func(t *testing.T) {
-			db := open(t, inner, "pgreplica_max_primary_fallbacks=1")
+			db := open(t, inner, "pgreplica_max_conns_per_host=2")
 			ctx := ctxFor(t)
 			tbl := table(t, db)
 			cluster.PauseReplicas(t)
@@ -46,7 +47,7 @@ func TestFallbackQueueWaitedOut(t *testing.T) {
 			if !errors.Is(err, pgreplica.ErrFallbackLimit) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pgreplica.ErrNoFreshReplica) {
 				t.Fatalf("%v: want ErrFallbackLimit and context.DeadlineExceeded (and not ErrNoFreshReplica)", err)
 			}
-			want := regexp.MustCompile(`^pgreplica: too many reads falling back to the primary: waited [0-9]+ms for one of the 1 fallback slots on the primary \(pgreplica_max_primary_fallbacks\), all held, until the context's deadline; ` +
+			want := regexp.MustCompile(`^pgreplica: too many reads falling back to the primary: waited [0-9]+ms for one of the 1 fallback slots on the primary \(half of pgreplica_max_conns_per_host\), all held, until the context's deadline; ` +
 				`it fell back because no replica fresh enough: .*closest 127\.0\.0\.1:[0-9]+ at [0-9A-F]+/[0-9A-F]+ \([0-9]+ bytes behind, lag [^,]+ at its last probe, replay paused\).*: context deadline exceeded$`)
 			if !want.MatchString(err.Error()) {
 				t.Errorf("%q does not match %s", err, want)
@@ -66,8 +67,8 @@ func TestFallbackQueueWaitedOut(t *testing.T) {
 func TestReplicaWaitWaitedOut(t *testing.T) {
 	for _, inner := range drivers {
 		t.Run(inner, func(t *testing.T) {
-			db := open(t, inner, "pgreplica_monitor_interval=1h", "pgreplica_idle_monitor_interval=1h",
-				"pgreplica_read_after_write=replica", "pgreplica_wait_budget=5s")
+			db := open(t, inner, "tuning_monitor_interval=1h", "tuning_idle_monitor_interval=1h",
+				"tuning_wait_after_write=true", "pgreplica_wait_budget=5s")
 			ctx := ctxFor(t)
 			tbl := table(t, db)
 			if err := cluster.WaitCaughtUp(ctx); err != nil {

@@ -17,29 +17,22 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
-// Open returns a pgreplica *sql.DB on the cluster and its connector, with
-// a short wait budget and fast probes so the test does not wait long. The
-// hosts get zones z0, z1, … so exporters show a zone label.
-func Open(t testing.TB, ctx context.Context, cluster *integration.Cluster, app string) (*sql.DB, *pgreplica.Connector) {
+// Open returns a pgreplica *sql.DB on the cluster, pinged, and its
+// connector, closed with the test, with a short wait budget and fast
+// probes so the test does not wait long. The hosts get zones z0, z1, … so
+// exporters show a zone label.
+func Open(t testing.TB, cluster *integration.Cluster, app string) (*sql.DB, *pgreplica.Connector) {
 	t.Helper()
 	zones := make([]string, cluster.Len())
 	for i := range zones {
 		zones[i] = fmt.Sprintf("z%d", i)
 	}
 	dsn := cluster.DSN() + "&application_name=" + app + "&pgreplica_wait_budget=50ms" +
-		"&pgreplica_monitor_interval=50ms&pgreplica_zones=" + strings.Join(zones, ",")
-	db, err := sql.Open("pgreplica", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	c, err := pgreplica.ConnectorOf(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, c
+		"&tuning_monitor_interval=50ms&pgreplica_zones=" + strings.Join(zones, ",")
+	return itest.Open(t, dsn)
 }
 
 // Run writes, reads from replicas and the primary, then pauses replay on

@@ -7,7 +7,6 @@ import (
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
 	"github.com/pgreplica/pgreplica/integration/itest"
-	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
 
 // TestPositionReadBesideTheRead: a read that needs its process's last
@@ -25,13 +24,13 @@ func TestPositionReadBesideTheRead(t *testing.T) {
 		proxies = append(proxies, p)
 	}
 	// No probe covers the writes (monitor interval 1h): each read needs a
-	// position read. read_after_write=replica: a write that young would
+	// position read. tuning_wait_after_write: a write that young would
 	// otherwise send its read to the primary.
 	dsn := cluster.DSNVia(proxies...) + "&application_name=pgr_beside&pgreplica_driver=pgx" +
-		"&pgreplica_read_after_write=replica&pgreplica_monitor_interval=1h&pgreplica_hedge_delay=-1s&pgreplica_wait_budget=5s"
+		"&tuning_wait_after_write=true&tuning_monitor_interval=1h&tuning_hedge_delay=-1s&pgreplica_wait_budget=5s"
 	ctx := testCtx(t, time.Minute)
 	db, cn := itest.Open(t, dsn)
-	pool, err := pgreplicapgx.New(ctx, dsn)
+	pool, err := itest.NewPgx(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,8 +39,8 @@ type fixture struct {
 }
 
 // setup proxies node i and opens a pgreplica *sql.DB on the cluster with
-// it, with extra pgreplica_* options; it waits until the monitor sees
-// every replica caught up.
+// it, with extra options (pgreplica_*, tuning_*); it waits until the
+// monitor sees every replica caught up.
 func setup(t *testing.T, i int, params ...string) *fixture {
 	t.Helper()
 	cluster.Need(t)

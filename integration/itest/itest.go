@@ -1,6 +1,7 @@
 // Package itest holds what tests against a harness cluster share (the
-// project's own, and yours): opening the driver on a DSN, contexts bounded
-// with the test, awaiting a condition, which node served a read,
+// project's own, and yours): opening the driver or the pgx handle on a
+// DSN (which may carry the test-only tuning_* parameters), contexts
+// bounded with the test, awaiting a condition, which node served a read,
 // throwaway tables, and summaries of samples.
 package itest
 
@@ -17,6 +18,8 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/internal/tuning"
+	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
 
 // Ctx returns a context that ends after d or with the test.
@@ -27,21 +30,70 @@ func Ctx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// Open returns a pgreplica *sql.DB on dsn, pinged, and its Connector; both
-// are closed with the test.
+// ParseDSN is pgreplica.ParseDSN for tests: it takes the test-only
+// tuning_* parameters (tuning_monitor_interval=1h, tuning_hedge_delay=-1s,
+// ...; see tuning.Split) out of dsn first and sets their knobs on the
+// Config. A DSN that has any must go through it (or Open, ParsePgx,
+// NewPgx): the driver would pass them on to the server, which refuses
+// them.
+func ParseDSN(dsn string) (pgreplica.Config, error) {
+	dsn, k, err := tuning.Split(dsn)
+	if err != nil {
+		return pgreplica.Config{}, err
+	}
+	cfg, err := pgreplica.ParseDSN(dsn)
+	if err == nil && k != (tuning.Knobs{}) {
+		tuning.Set(&cfg, k)
+	}
+	return cfg, err
+}
+
+// ParsePgx is pgreplicapgx.ParseConfig for tests, tuning_* parameters
+// taken as ParseDSN takes them.
+func ParsePgx(dsn string) (*pgreplicapgx.Config, error) {
+	dsn, k, err := tuning.Split(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgreplicapgx.ParseConfig(dsn)
+	if err == nil && k != (tuning.Knobs{}) {
+		tuning.Set(&cfg.Routing, k)
+	}
+	return cfg, err
+}
+
+// NewPgx is pgreplicapgx.New for tests, tuning_* parameters taken as
+// ParseDSN takes them.
+func NewPgx(ctx context.Context, dsn string) (*pgreplicapgx.Pool, error) {
+	cfg, err := ParsePgx(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return pgreplicapgx.NewWithConfig(ctx, cfg)
+}
+
+// Open returns a pgreplica *sql.DB on dsn (tuning_* parameters taken as
+// ParseDSN takes them), pinged, and its Connector; both are closed with
+// the test.
 func Open(t testing.TB, dsn string) (*sql.DB, *pgreplica.Connector) {
 	t.Helper()
-	db, err := sql.Open(pgreplica.DriverName, dsn)
+	cfg, err := ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return OpenConfig(t, cfg)
+}
+
+// OpenConfig is Open on a Config (from ParseDSN, then changed).
+func OpenConfig(t testing.TB, cfg pgreplica.Config) (*sql.DB, *pgreplica.Connector) {
+	t.Helper()
+	cn, err := pgreplica.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(cn)
 	t.Cleanup(func() { db.Close() })
-	ctx := Ctx(t, 30*time.Second)
-	if err := db.PingContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cn, err := pgreplica.ConnectorOf(ctx, db)
-	if err != nil {
+	if err := db.PingContext(Ctx(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	return db, cn

@@ -25,7 +25,7 @@ func TestRegister(t *testing.T) {
 	cluster.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	db, conn := open(t, ctx)
+	db, conn := open(t)
 
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -72,7 +72,6 @@ func TestRegister(t *testing.T) {
 	equal("pgreplica.read.hedges", float64(want.HedgesDenied), "outcome", "denied")
 	equal("pgreplica.read.fallbacks.rejected", float64(want.FallbackRejected))
 	equal("pgreplica.read.fallbacks.peak", float64(want.FallbackPeak))
-	equal("pgreplica.stale_reads", float64(want.StaleReads))
 	equal("pgreplica.read.conflicts_avoided", float64(want.ConflictsAvoided))
 	equal("pgreplica.primary.visibility_waits", float64(want.PrimaryVisibilityWaits))
 	equal("pgreplica.replay_checks", float64(want.ReplayChecks), "where", "before")
@@ -141,8 +140,8 @@ func TestRegister(t *testing.T) {
 }
 
 // open is exportertest.Open with this package's application name.
-func open(t *testing.T, ctx context.Context) (*sql.DB, *pgreplica.Connector) {
-	return exportertest.Open(t, ctx, cluster, "pgreplicaotel_test")
+func open(t *testing.T) (*sql.DB, *pgreplica.Connector) {
+	return exportertest.Open(t, cluster, "pgreplicaotel_test")
 }
 
 // collected is one collection, flattened to points.

@@ -33,7 +33,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	cluster.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	db, conn := open(t, ctx)
+	db, conn := open(t)
 
 	col := pgreplicaprom.NewCollector(conn)
 	reg := prometheus.NewPedanticRegistry() // also checks Collect against Describe
@@ -102,7 +102,6 @@ func TestMetricsEndpoint(t *testing.T) {
 	equal("pgreplica_read_hedges_total", want.HedgesDenied, "outcome", "denied")
 	equal("pgreplica_read_fallbacks_rejected_total", want.FallbackRejected)
 	equal("pgreplica_read_fallbacks_peak", want.FallbackPeak)
-	equal("pgreplica_stale_reads_total", want.StaleReads)
 	equal("pgreplica_read_conflicts_avoided_total", want.ConflictsAvoided)
 	equal("pgreplica_primary_visibility_waits_total", want.PrimaryVisibilityWaits)
 	equal("pgreplica_replay_checks_total", want.ReplayChecks, "where", "before")
@@ -166,10 +165,8 @@ func TestMetricsEndpoint(t *testing.T) {
 // TestTwoConnectorsOneRegistry: const labels keep two collectors apart.
 func TestTwoConnectorsOneRegistry(t *testing.T) {
 	cluster.Need(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, a := open(t, ctx)
-	_, b := open(t, ctx)
+	_, a := open(t)
+	_, b := open(t)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(pgreplicaprom.NewCollector(a, pgreplicaprom.WithConstLabels(prometheus.Labels{"db": "a"})))
 	if err := reg.Register(pgreplicaprom.NewCollector(b)); err == nil {
@@ -193,8 +190,8 @@ func prometheusNS(t *testing.T, c *pgreplica.Connector, ns string) prometheus.Ga
 }
 
 // open is exportertest.Open with this package's application name.
-func open(t *testing.T, ctx context.Context) (*sql.DB, *pgreplica.Connector) {
-	return exportertest.Open(t, ctx, cluster, "pgreplicaprom_test")
+func open(t *testing.T) (*sql.DB, *pgreplica.Connector) {
+	return exportertest.Open(t, cluster, "pgreplicaprom_test")
 }
 
 func scrape(t *testing.T, url string) string {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration/itest"
 	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
 
@@ -86,22 +87,14 @@ func TestBothDoorsCountAlike(t *testing.T) {
 	// Reads after a write resolve its position and wait for a replica
 	// (not the primary at once because the write is young: that depends
 	// on timing).
-	dsn := cluster.DSN() + "&application_name=" + appName(t) + "&pgreplica_read_after_write=replica"
+	dsn := cluster.DSN() + "&application_name=" + appName(t) + "&tuning_wait_after_write=true"
 
-	db, err := sql.Open("pgreplica", dsn+"&pgreplica_driver=pgx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	pool, err := pgreplicapgx.New(ctx, dsn)
+	db, _ := itest.Open(t, dsn+"&pgreplica_driver=pgx") // pinged: its monitor probes from now on
+	pool, err := itest.NewPgx(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	// Started: their monitors probe from now on.
-	if err := db.PingContext(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := pool.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // a read-only transaction, whose statements, savepoints and commit then
 // work as pgx's. Once replay resumes, the same reads run on replicas.
 func TestGuardedReadsBehind(t *testing.T) {
-	pool, q := open(t, "pgreplica_monitor_interval=1h")
+	pool, q := open(t, "tuning_monitor_interval=1h")
 	ctx := ctxFor(t)
 	resume := cluster.PauseReplicas(t)
 	sess := pgreplica.NewSession()
@@ -120,7 +120,7 @@ func TestGuardedReadsBehind(t *testing.T) {
 // errors after a failed statement, after Commit and Rollback, in
 // savepoints, and large objects that read.
 func TestReplicaTxAsPgx(t *testing.T) {
-	pool, _ := open(t, "pgreplica_monitor_interval=1h")
+	pool, _ := open(t, "tuning_monitor_interval=1h")
 	ctx := ctxFor(t)
 	sess := pgreplica.NewSession()
 	sctx := pgreplica.WithSession(ctx, sess)

@@ -20,8 +20,8 @@ import (
 )
 
 // openConfig returns a handle made as a pgxpool program makes its pool:
-// ParseConfig of the cluster's DSN (with params), configure, then
-// NewWithConfig; closed with t.
+// ParseConfig of the cluster's DSN (with params, tuning_* ones too: see
+// itest.ParsePgx), configure, then NewWithConfig; pinged, closed with t.
 func openConfig(t *testing.T, configure func(*pgreplicapgx.Config), params ...string) *pgreplicapgx.Pool {
 	t.Helper()
 	cluster.Need(t)
@@ -29,7 +29,7 @@ func openConfig(t *testing.T, configure func(*pgreplicapgx.Config), params ...st
 	for _, p := range params {
 		dsn += "&" + p
 	}
-	cfg, err := pgreplicapgx.ParseConfig(dsn)
+	cfg, err := itest.ParsePgx(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestTracerSeesEveryStatement(t *testing.T) {
 	setUp(t, "DROP TABLE IF EXISTS pgr_traced; CREATE TABLE pgr_traced (id int, v text)")
 	tr := &itest.Tracer{}
 	pool := openConfig(t, func(cfg *pgreplicapgx.Config) { cfg.ConnConfig.Tracer = tr },
-		"pgreplica_monitor_interval=1h", "pgreplica_hedge_delay=-1s")
+		"tuning_monitor_interval=1h", "tuning_hedge_delay=-1s")
 	// The first probes go at once, then none for an hour: the replicas'
 	// known positions stay older than the session's write below.
 	itest.AwaitRTT(t, pool.Connector())
@@ -300,7 +300,7 @@ func TestTracerSeesEveryStatement(t *testing.T) {
 // connections.
 func TestTracerSkipsMonitor(t *testing.T) {
 	tr := &itest.Tracer{}
-	pool := openConfig(t, func(cfg *pgreplicapgx.Config) { cfg.ConnConfig.Tracer = tr }, "pgreplica_monitor_interval=20ms")
+	pool := openConfig(t, func(cfg *pgreplicapgx.Config) { cfg.ConnConfig.Tracer = tr }, "tuning_monitor_interval=20ms")
 	ctx := ctxFor(t)
 	for i := range 20 { // idle connections on every server
 		rctx := pgreplica.WithEventual(ctx)
@@ -347,7 +347,7 @@ func TestBeforeConnectRotatesPassword(t *testing.T) {
 			cc.Password = password.Load().(string)
 			return nil
 		}
-	}, "pgreplica_monitor_interval=50ms")
+	}, "tuning_monitor_interval=50ms")
 	ctx := ctxFor(t)
 	readEverywhere := func(when string) {
 		t.Helper()
@@ -462,7 +462,7 @@ func await(t *testing.T, what string, cond func() bool) {
 // call none of them. Close calls BeforeClose on every connection.
 func TestPoolHooksAsPgxpool(t *testing.T) {
 	h := &hookLog{}
-	pool := openConfig(t, h.install, "pgreplica_hedge_delay=-1s", "pgreplica_monitor_interval=20ms", "pgreplica_health_check_after=-1s")
+	pool := openConfig(t, h.install, "tuning_hedge_delay=-1s", "tuning_monitor_interval=20ms", "tuning_health_check_after=-1s")
 	ctx := ctxFor(t)
 	pid := func(ctx context.Context) (uint32, error) {
 		var p uint32

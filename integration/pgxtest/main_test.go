@@ -29,20 +29,8 @@ const schema = `DROP TABLE IF EXISTS authors; CREATE TABLE authors (id bigserial
 // not run in parallel: they share the table.
 func open(t *testing.T, params ...string) (*pgreplicapgx.Pool, *authors.Queries) {
 	t.Helper()
-	cluster.Need(t)
-	dsn := cluster.DSN() + "&application_name=" + appName(t) + "&pgreplica_wait_budget=300ms&pgreplica_monitor_interval=50ms"
-	for _, p := range params {
-		dsn += "&" + p
-	}
+	pool := openConfig(t, func(*pgreplicapgx.Config) {}, append([]string{"tuning_monitor_interval=50ms"}, params...)...)
 	ctx := ctxFor(t)
-	pool, err := pgreplicapgx.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if err := pool.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		t.Fatal(err)
 	}

@@ -18,16 +18,16 @@ import (
 func TestFrozenServerDeadlines(t *testing.T) {
 	const (
 		deadline = 500 * time.Millisecond
-		grace    = 300 * time.Millisecond // pgreplica_probe_timeout
+		grace    = 300 * time.Millisecond // tuning_probe_timeout
 		slack    = time.Second            // scheduling on a loaded machine
 		stuck    = 10 * time.Second       // how long the test waits before it calls a statement stuck
 	)
 	c := startCluster(t, integration.Options{})
-	db, _ := open(t, c, "pgreplica_driver=pq", "pgreplica_hedge_delay=-1s", "pgreplica_default=eventual",
-		"pgreplica_probe_timeout=300ms", "pgreplica_zone=near", "pgreplica_zones=p,near,far",
+	db, _ := open(t, c, "pgreplica_driver=pq", "tuning_hedge_delay=-1s", "pgreplica_consistency=eventual",
+		"tuning_probe_timeout=300ms", "pgreplica_zone=near", "pgreplica_zones=p,near,far",
 		// No health check before reuse: it would meet the freeze first
 		// (and give up on its own), and the statements would never be sent.
-		"pgreplica_health_check_after=-1s")
+		"tuning_health_check_after=-1s")
 	ctx := testCtx(t, 2*time.Minute)
 	tbl := newTable(t, c)
 	if _, err := db.ExecContext(ctx, "INSERT INTO "+tbl+" (seq) VALUES (1)"); err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
-	"github.com/pgreplica/pgreplica/pgreplicapgx"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 // TestFrozenReplica: one replica stops answering (every process of it
@@ -29,12 +29,12 @@ func TestFrozenReplica(t *testing.T) {
 		// Every borrowed connection is health-checked first: a ping on
 		// the frozen server must give up as a read would (lib/pq waits in
 		// its read past its context).
-		{"pq_health_check", "pq", "pgreplica_health_check_after=1ms"},
+		{"pq_health_check", "pq", "tuning_health_check_after=1ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := startCluster(t, integration.Options{})
 			ctx := testCtx(t, 2*time.Minute)
-			params := []string{"pgreplica_default=eventual"}
+			params := []string{"pgreplica_consistency=eventual"}
 			if tc.params != "" {
 				params = append(params, tc.params)
 			}
@@ -70,7 +70,8 @@ func TestFrozenReplica(t *testing.T) {
 			frozenAt := time.Now()
 			var downAfter time.Duration
 			var during phaseResult
-			// Idle longer than HealthCheckAfter (1 s; a loaded machine
+			// Idle longer than the health check's threshold
+			// (tuning.Knobs.HealthCheckAfter, 1 s; a loaded machine
 			// between the phases), a connection is pinged before its next
 			// read: the ping meets the freeze and gives up, and the read
 			// goes elsewhere without a hedge.
@@ -94,7 +95,7 @@ func TestFrozenReplica(t *testing.T) {
 			}
 			s := cn.Stats()
 			hedges := s.Hedges - hedgesBefore
-			hedgeDelay := 50 * time.Millisecond // HedgeDelay's default: answers here are far faster
+			hedgeDelay := 50 * time.Millisecond // the hedge delay's floor (tuning.Knobs.HedgeDelay): answers here are far faster
 			t.Logf("before: %s", before)
 			t.Logf("frozen: %s", during)
 			t.Logf("frozen replica marked down after %v; hedges %d (won %d, denied %d) for %d replica reads; health checks met the freeze first: %v; at the freeze: %s",
@@ -170,7 +171,7 @@ func frontDoor(t *testing.T, c *integration.Cluster, front string, params ...str
 	for _, p := range params {
 		dsn += "&" + p
 	}
-	pool, err := pgreplicapgx.New(context.Background(), dsn)
+	pool, err := itest.NewPgx(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestLagAccuracy(t *testing.T) {
 		params   []string
 	}{
 		{"default_interval", 250 * time.Millisecond, nil},
-		{"interval_50ms", 50 * time.Millisecond, []string{"pgreplica_monitor_interval=50ms"}},
+		{"interval_50ms", 50 * time.Millisecond, []string{"tuning_monitor_interval=50ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, cn := open(t, cluster, tc.params...)

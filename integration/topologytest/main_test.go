@@ -49,7 +49,8 @@ func startCluster(t *testing.T, opts integration.Options) *integration.Cluster {
 	return c
 }
 
-// open returns a pgreplica *sql.DB on c with extra pgreplica_* options, and
+// open returns a pgreplica *sql.DB on c with extra options (pgreplica_*,
+// and tuning_* as itest.ParseDSN takes them), and
 // its Connector. Both are closed with the test.
 func open(t *testing.T, c *integration.Cluster, params ...string) (*sql.DB, *pgreplica.Connector) {
 	t.Helper()
@@ -248,4 +249,14 @@ func newTable(t *testing.T, c *integration.Cluster) string { return itest.NewTab
 
 func servedBy(ctx context.Context, db *sql.DB, c *integration.Cluster) (int, error) {
 	return itest.ServedBy(ctx, db, c)
+}
+
+// mustQuery runs a one-value query on node i of c.
+func mustQuery(t *testing.T, c *integration.Cluster, i int, sql string, args ...any) string {
+	t.Helper()
+	s, err := c.QueryString(testCtx(t, 10*time.Second), i, sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -21,7 +21,7 @@ import (
 // next writes succeed on fresh connections; while it is stopped, a write
 // waits for a primary until its deadline, then fails with ErrNoPrimary,
 // naming the host and the refused connection and how long it waited. The
-// ping of long-idle connections (pgreplica_health_check_after) is turned
+// ping of long-idle connections (tuning_health_check_after) is turned
 // off, so that only the check of every pooled connection before it is lent
 // can tell the dead ones: with the ping, whether a restart outlasts its
 // 1 s threshold would decide. For both inner drivers, one after the other
@@ -37,7 +37,7 @@ func TestPrimaryRestart(t *testing.T) {
 const idleConns = 4
 
 func restartPrimary(t *testing.T, c *integration.Cluster, inner string) {
-	db, cn := open(t, c, "pgreplica_driver="+inner, "pgreplica_health_check_after=-1s")
+	db, cn := open(t, c, "pgreplica_driver="+inner, "tuning_health_check_after=-1s")
 	ctx := testCtx(t, 90*time.Second)
 	tbl := newTable(t, c)
 	insert := func() error {

@@ -151,54 +151,6 @@ func (o String) Set(s string) error { *o.P = s; return nil }
 func (o String) String() string     { return *o.P }
 func (o String) IsZero() bool       { return *o.P == "" }
 
-// Bool is true or false, as libpq spells them.
-type Bool struct{ P *bool }
-
-func (o Bool) Set(s string) error {
-	switch strings.ToLower(trim(s)) {
-	case "true", "t", "1", "yes", "y", "on":
-		*o.P = true
-	case "false", "f", "0", "no", "n", "off":
-		*o.P = false
-	default:
-		return fmt.Errorf("want true or false")
-	}
-	return nil
-}
-func (o Bool) String() string { return strconv.FormatBool(*o.P) }
-func (o Bool) IsZero() bool   { return !*o.P }
-
-// Bytes is a byte count, plain or with a PostgreSQL memory unit (B, kB,
-// MB, GB, TB; multiples of 1024).
-type Bytes struct{ P *uint64 }
-
-func (o Bytes) Set(s string) error {
-	s = trim(s)
-	num := strings.TrimRight(s, "kMGTB")
-	mult := uint64(1)
-	switch s[len(num):] {
-	case "", "B":
-	case "kB":
-		mult = 1 << 10
-	case "MB":
-		mult = 1 << 20
-	case "GB":
-		mult = 1 << 30
-	case "TB":
-		mult = 1 << 40
-	default:
-		return fmt.Errorf("want a byte count such as 16777216 or 16MB")
-	}
-	n, err := strconv.ParseUint(trim(num), 10, 64)
-	if err != nil || n > ^uint64(0)/mult {
-		return fmt.Errorf("want a byte count such as 16777216 or 16MB")
-	}
-	*o.P = n * mult
-	return nil
-}
-func (o Bytes) String() string { return strconv.FormatUint(*o.P, 10) }
-func (o Bytes) IsZero() bool   { return *o.P == 0 }
-
 // Closest returns the name within edit distance 3 of s, the closest
 // first in names' order; "" if none is.
 func Closest(s string, names []string) string {

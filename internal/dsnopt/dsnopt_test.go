@@ -13,8 +13,6 @@ var colorNames = []Name[color]{{Name: "red", V: 1}, {Name: "dark_blue", V: 2}}
 type targets struct {
 	n int
 	d time.Duration
-	b bool
-	u uint64
 	s string
 	c color
 }
@@ -49,14 +47,6 @@ func TestValues(t *testing.T) {
 	ok(Duration{P: &v.d, Rule: NonZero}, "-1s", "-1s")
 	bad(Duration{P: &v.d, Rule: NonZero}, "0", "want a duration > 0, or a negative one such as -1s to disable (omit the option for the default)")
 	bad(Duration{P: &v.d}, "5", "want a Go duration such as 150ms, 5s or 1m30s")
-	ok(Bool{P: &v.b}, "On", "true")
-	ok(Bool{P: &v.b}, "f", "false")
-	bad(Bool{P: &v.b}, "maybe", "want true or false")
-	ok(Bytes{P: &v.u}, "16MB", "16777216")
-	ok(Bytes{P: &v.u}, "512 kB", "524288")
-	ok(Bytes{P: &v.u}, "7B", "7")
-	bad(Bytes{P: &v.u}, "16mb", "want a byte count such as 16777216 or 16MB")
-	bad(Bytes{P: &v.u}, "99999999999TB", "want a byte count such as 16777216 or 16MB")
 	ok(String{P: &v.s}, " any text ", " any text ")
 	ok(Enum(&v.c, colorNames), "Dark-Blue", "dark_blue")
 	bad(Enum(&v.c, colorNames), "green", "want one of red, dark_blue")
@@ -68,13 +58,13 @@ func TestValues(t *testing.T) {
 
 func TestIsZero(t *testing.T) {
 	var v targets
-	for _, x := range []Value{Int{P: &v.n}, Duration{P: &v.d}, Bool{P: &v.b}, Bytes{P: &v.u}, String{P: &v.s}, Enum(&v.c, colorNames)} {
+	for _, x := range []Value{Int{P: &v.n}, Duration{P: &v.d}, String{P: &v.s}, Enum(&v.c, colorNames)} {
 		if !x.IsZero() {
 			t.Errorf("%T of a zero value is not zero", x)
 		}
 	}
-	v.n, v.b = 1, true
-	if (Int{P: &v.n}).IsZero() || (Bool{P: &v.b}).IsZero() {
+	v.n = 1
+	if (Int{P: &v.n}).IsZero() {
 		t.Error("a set value is zero")
 	}
 }

@@ -10,7 +10,7 @@ func FuzzValues(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		var x targets
-		for _, v := range []Value{Int{P: &x.n, Min: 1, Max: 100}, Duration{P: &x.d, Rule: NonZero}, Bool{P: &x.b}, Bytes{P: &x.u}, Enum(&x.c, colorNames)} {
+		for _, v := range []Value{Int{P: &x.n, Min: 1, Max: 100}, Duration{P: &x.d, Rule: NonZero}, Enum(&x.c, colorNames)} {
 			if v.Set(in) != nil {
 				continue
 			}

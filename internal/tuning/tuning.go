@@ -3,14 +3,20 @@
 // is pinged. They are not settings: their defaults are right for every
 // deployment the tests and benchmarks cover, so users are not asked to
 // weigh them. Tests shorten or switch them off to make a behaviour
-// deterministic or quick; they reach a Config through Set.
+// deterministic or quick; they reach a Config through Set. So do the
+// project's own tools that watch a cluster without running statements
+// (pgreplica status, pgreplica-dev), to poll faster than an idle
+// connector would.
 package tuning
 
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgreplica/pgreplica/internal/libpqdsn"
 )
 
 // Knobs are the internal timings and budgets. A zero field takes the
@@ -47,17 +53,35 @@ var Set func(cfg any, k Knobs)
 // Prefix starts the test-only DSN parameters Split takes out.
 const Prefix = "tuning_"
 
-// Split takes the tuning_* parameters out of a URL DSN (tuning_monitor_interval=1h,
-// tuning_hedge_delay=-1s, tuning_wait_after_write=true, ...) and returns
-// the rest and the knobs they set. Tests use it to keep their DSNs in one
-// string; the driver itself refuses these parameters.
+// Split takes the tuning_* parameters (tuning_monitor_interval=1h,
+// tuning_hedge_delay=-1s, tuning_wait_after_write=true, ...) out of a DSN
+// in either form, a URL or key/value pairs, and returns the rest and the
+// knobs they set. Tests use it to keep their DSNs in one string; the
+// driver itself would pass these parameters on to the server, which
+// refuses them. A DSN without any is returned unchanged; one in
+// key/value form that has some is written anew, its values quoted where
+// they need it.
 func Split(dsn string) (string, Knobs, error) {
+	if !strings.Contains(dsn, Prefix) {
+		return dsn, Knobs{}, nil
+	}
+	if isURL(dsn) {
+		return splitURL(dsn)
+	}
+	return splitKeyword(dsn)
+}
+
+// isURL reports whether dsn has the URL form (postgres:// or
+// postgresql://).
+func isURL(dsn string) bool {
+	s := strings.ToLower(strings.TrimLeft(dsn, libpqdsn.Spaces))
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+func splitURL(dsn string) (string, Knobs, error) {
 	var k Knobs
 	base, query, ok := strings.Cut(dsn, "?")
 	if !ok {
-		if strings.Contains(dsn, Prefix) {
-			return dsn, k, fmt.Errorf("tuning: %s parameters need a URL DSN", Prefix)
-		}
 		return dsn, k, nil
 	}
 	var kept []string
@@ -81,26 +105,45 @@ func Split(dsn string) (string, Knobs, error) {
 	return base + "?" + strings.Join(kept, "&"), k, nil
 }
 
+func splitKeyword(dsn string) (string, Knobs, error) {
+	var k Knobs
+	p, err := libpqdsn.Parse(dsn)
+	if err != nil {
+		return dsn, k, fmt.Errorf("tuning: %w", err)
+	}
+	var b strings.Builder
+	for _, kv := range p.Params {
+		if !strings.HasPrefix(kv.Key, Prefix) {
+			libpqdsn.WriteParam(&b, kv.Key, kv.Val, false)
+			continue
+		}
+		if err := k.set(strings.TrimPrefix(kv.Key, Prefix), kv.Val); err != nil {
+			return dsn, k, err
+		}
+	}
+	return b.String(), k, nil
+}
+
 func (k *Knobs) set(name, v string) error {
 	durations := map[string]*time.Duration{
 		"monitor_interval": &k.MonitorInterval, "idle_monitor_interval": &k.IdleMonitorInterval,
 		"probe_timeout": &k.ProbeTimeout, "health_check_after": &k.HealthCheckAfter, "hedge_delay": &k.HedgeDelay,
 	}
+	var err error
 	if p, ok := durations[name]; ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("tuning: %s%s: %w", Prefix, name, err)
+		*p, err = time.ParseDuration(v)
+	} else {
+		switch name {
+		case "max_hedge_percent":
+			k.MaxHedgePercent, err = strconv.Atoi(v)
+		case "wait_after_write":
+			k.WaitAfterWrite, err = strconv.ParseBool(v)
+		default:
+			return fmt.Errorf("tuning: unknown parameter %s%s", Prefix, name)
 		}
-		*p = d
-		return nil
 	}
-	switch name {
-	case "max_hedge_percent":
-		_, err := fmt.Sscan(v, &k.MaxHedgePercent)
-		return err
-	case "wait_after_write":
-		k.WaitAfterWrite = v == "true"
-		return nil
+	if err != nil {
+		return fmt.Errorf("tuning: %s%s: %w", Prefix, name, err)
 	}
-	return fmt.Errorf("tuning: unknown parameter %s%s", Prefix, name)
+	return nil
 }

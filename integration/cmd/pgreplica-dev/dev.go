@@ -18,6 +18,7 @@ import (
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
 	"github.com/pgreplica/pgreplica/internal/clitext"
+	"github.com/pgreplica/pgreplica/internal/tuning"
 )
 
 type devOptions struct {
@@ -481,7 +482,7 @@ func watch(dsn string) (*pgreplica.Connector, *sql.DB, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg.MonitorInterval, cfg.IdleMonitorInterval = watchInterval, watchInterval
+	tuning.Set(&cfg, tuning.Knobs{MonitorInterval: watchInterval, IdleMonitorInterval: watchInterval})
 	c, err := pgreplica.NewConnector(cfg)
 	if err != nil {
 		return nil, nil, err
