@@ -32,7 +32,7 @@ func (r *router) marksFor(sysid uint64) *clusterMarks { return r.marks.marksFor(
 // token or the monitor's next probe of the primary needs or covers it;
 // in a process that uses Sessions, also by a capture in the background
 // (sessionsBegin).
-func (r *router) wrote(pl *plan, p *physical, async bool) {
+func (r *router) wrote(pl *plan, p *physical, async bool) (ticket uint64) {
 	m := pl.topo.marks
 	t := m.Issue(true, pl.session == nil, async || p.mayCommitAsync(pl.topo, stmtclass.Class{}))
 	if me := &r.marks.capturer; m.Writer() != me {
@@ -42,6 +42,7 @@ func (r *router) wrote(pl *plan, p *physical, async bool) {
 	if pl.session != nil || m.Sessions() {
 		r.captureSoon(m)
 	}
+	return t
 }
 
 // readOnPrimary records that a session read on the primary: a capture

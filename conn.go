@@ -115,7 +115,10 @@ func (cn *conn) execOn(ctx context.Context, pl *plan, p *physical, query string,
 	}
 	r, err := inner.Exec(ctx, p.conn, query, args)
 	if err == nil && pl.capture {
-		cn.c.wrote(pl, p, cls.AsyncCommit)
+		t := cn.c.wrote(pl, p, cls.AsyncCommit)
+		if pl.replicated > 0 {
+			return r, cn.c.awaitReplicated(ctx, pl, t)
+		}
 	}
 	return r, err
 }

@@ -25,6 +25,7 @@ type requirement struct {
 	eventual     bool          // WithEventual: any healthy replica, ignore the process default
 	maxStaleness time.Duration // WithMaxStaleness: replica time lag ≤ d (0 = unset)
 	fallback     *Fallback     // WithFallback; nil: the connector's Config.Fallback
+	replicated   int           // WithReplicated: writes wait for this many replicas
 }
 
 // requirementFrom returns the context's requirement, or nil when it has
@@ -147,6 +148,21 @@ func WithMaxStaleness(ctx context.Context, d time.Duration) context.Context {
 // primary and returns an error wrapping ErrNoFreshReplica that says why.
 func WithFallback(ctx context.Context, f Fallback) context.Context {
 	return withRequirement(ctx, func(r *requirement) { r.fallback = &f })
+}
+
+// WithReplicated returns a context whose writes (Exec outside a
+// transaction, and Commit of a transaction begun with it) return only
+// once at least n replicas of the cluster show them flushed to disk
+// (their pg_last_wal_receive_lsn, read by the probes the monitor sends
+// them, never a statement on the primary), so that a failover to any of
+// them keeps the write. It waits within the context's deadline (Config's
+// ConnectTimeout without one); then it returns an error matching
+// ErrNotReplicated, with the write committed on the primary. Writes
+// without it do not wait. Replicas behind a reader endpoint are not
+// counted: their probes cannot say which server answered. n <= 0 asks
+// for nothing.
+func WithReplicated(ctx context.Context, n int) context.Context {
+	return withRequirement(ctx, func(r *requirement) { r.replicated = max(n, 0) })
 }
 
 // readKind is the requirement that decides a read's route, in increasing

@@ -67,6 +67,11 @@ var (
 	// ErrWriteOutcomeUnknown reports a write whose connection was lost after
 	// it was sent: it may or may not have committed. It is never retried.
 	ErrWriteOutcomeUnknown = errors.New("pgreplica: write outcome unknown (connection lost)")
+	// ErrNotReplicated reports a write of a WithReplicated context that
+	// committed on the primary but was not shown flushed on as many
+	// replicas as asked before the context ended. The write is not lost
+	// and must not be sent again (see NotReplicatedError).
+	ErrNotReplicated = errors.New("pgreplica: write committed on the primary, not yet on the replicas asked for")
 	// ErrClosed reports use of a connector after Close.
 	ErrClosed = errors.New("pgreplica: connector closed")
 	// ErrInsufficientPrivilege reports that the connecting role lacks a

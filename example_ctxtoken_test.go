@@ -311,3 +311,24 @@ func ExampleWithPrimary() {
 	}
 	_, _, _ = check, report, feed
 }
+
+// A payment must survive a failover: its INSERT returns only once a
+// replica has it on disk. Any other write of the handle does not wait.
+func ExampleWithReplicated() {
+	db, err := sql.Open("pgreplica", "postgres://app@db1,db2,db3/shop")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(pgreplica.WithReplicated(context.Background(), 1), 2*time.Second)
+	defer cancel()
+	_, err = db.ExecContext(ctx, "INSERT INTO payments (order_id, cents) VALUES ($1, $2)", 42, 1999)
+	var nr *pgreplica.NotReplicatedError
+	switch {
+	case errors.As(err, &nr):
+		// Committed on the primary, on nr.Have replicas only: never send it again.
+		fmt.Println("committed, not yet replicated:", nr.Have, "of", nr.Want)
+	case err != nil:
+		fmt.Println("failed:", err)
+	}
+}

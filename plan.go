@@ -28,7 +28,10 @@ type plan struct {
 	// capture: the statement writes WAL outside a transaction, so its
 	// commit position is recorded.
 	capture bool
-	kind    readKind // the requirement that decided (metrics, logs)
+	// replicated is how many replicas must show a write flushed before it
+	// returns (WithReplicated).
+	replicated int
+	kind       readKind // the requirement that decided (metrics, logs)
 	// need is the replay position a replica must have (0: none).
 	need LSN
 	// pending is the ticket of a write (or session read on the primary)
@@ -143,7 +146,7 @@ func (pl *plan) decide(t *topology, cls stmtclass.Class, req *requirement, cfg *
 		pl.setDeadline(now, ctxDeadline)
 	}
 	if req != nil {
-		pl.session = req.session
+		pl.session, pl.replicated = req.session, req.replicated
 	}
 
 	// Where: writes and statements that must be current go to the primary.

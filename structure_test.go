@@ -44,7 +44,7 @@ var layers = []struct {
 	{"doors", []string{"driver.go", "connectorof.go", "connector.go", "resolve.go", "conn.go", "stmt.go", "tx.go",
 		"pgxdoor.go", "status.go", "tokencheck.go"}},
 	{"router", []string{"router.go", "route.go", "plan.go", "acquire.go", "lease.go", "inflight.go", "fresh.go",
-		"replaycheck.go", "visibility.go", "hedge.go", "capture.go", "unwritten.go", "fallback.go", "selector.go",
+		"replaycheck.go", "visibility.go", "hedge.go", "capture.go", "replicated.go", "unwritten.go", "fallback.go", "selector.go",
 		"readerrors.go"}},
 	{"world", []string{"monitor.go", "subscriber.go", "privilege.go", "topology.go", "watermark.go", "session.go",
 		"ctxtoken.go", "node.go", "flightages.go", "server.go", "pool.go", "physical.go", "wire.go", "wire_pgx.go", "wire_pq.go"}},

@@ -22,6 +22,9 @@ type tx struct {
 	wrote bool
 	// asyncCommit is set when the transaction changed synchronous_commit.
 	asyncCommit bool
+	// ctx is BeginTx's, kept only when its writes wait for replicas
+	// (WithReplicated): Commit has none of its own.
+	ctx context.Context
 }
 
 // BeginTx starts a transaction. Read-only transactions below SERIALIZABLE
@@ -48,6 +51,9 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 		return nil, err
 	}
 	t.pl.tx = cls.Read
+	if t.pl.replicated > 0 {
+		t.ctx = ctx
+	}
 	var err error
 	begin := func(p *physical) (err error) {
 		t.inner, err = beginInner(ctx, p.conn, opts)
@@ -92,15 +98,18 @@ func (t *tx) noteStatement(cls stmtclass.Class) {
 
 // Commit commits and, for a transaction that wrote, records the write
 // (its position is read after the commit, deferred: see clusterMarks).
-func (t *tx) Commit() error {
+func (t *tx) Commit() (err error) {
 	if t.lease.p == nil {
 		return errTxDone
 	}
 	p := t.lease.p
-	err := t.inner.Commit()
+	err = t.inner.Commit()
 	if t.wrote && !t.lease.replica {
 		if err == nil {
-			t.cn.c.wrote(&t.pl, p, t.asyncCommit)
+			ticket := t.cn.c.wrote(&t.pl, p, t.asyncCommit)
+			if t.pl.replicated > 0 {
+				defer func() { err = t.cn.c.awaitReplicated(t.ctx, &t.pl, ticket) }()
+			}
 		}
 		err = t.cn.c.writeFailed(p, err)
 	}
