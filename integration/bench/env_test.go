@@ -59,6 +59,9 @@ type env struct {
 	drv     string
 	primary *sql.DB // inner driver, straight to the primary
 	replica *sql.DB // inner driver, straight to replica node 1
+	// replica2 is the inner driver straight to replica node 2, which the
+	// direct side of readSpreadBoth reads every other time.
+	replica2 *sql.DB
 	// reader is pgreplica for reads. It wrote once, with session, and
 	// every replica has replayed that write (and the router knows it), so
 	// neither the process watermark nor the session costs a check. It
@@ -124,6 +127,7 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 	})
 	e.primary = openDB(tb, directName(drv), ep.nodeDSN(cluster.Primary()))
 	e.replica = openDB(tb, directName(drv), ep.nodeDSN(1))
+	e.replica2 = openDB(tb, directName(drv), ep.nodeDSN(2))
 	routed := ep.clusterDSN() + "&pgreplica_driver=" + drv + "&application_name=pgreplica_bench"
 	if extra := os.Getenv("PGREPLICA_BENCH_PARAMS"); extra != "" {
 		routed += "&" + extra // pgreplica_* and tuning_* options to compare, e.g. tuning_hedge_delay=-1ms
@@ -263,6 +267,15 @@ var (
 			return pgreplica.WithEventual(ctx), e.spread
 		},
 	}
+	// readSpreadBoth is readSpread with the direct side reading both
+	// replicas in turn too, as round robin does: what spreading costs the
+	// servers shows on both sides, and the ratio is pgreplica's own.
+	readSpreadBoth = workload{
+		name: "ReadEventualSpreadBoth", run: readRowSpread, replicaRead: true, direct: onReplica,
+		routed: func(ctx context.Context, e *env) (context.Context, *sql.DB) {
+			return pgreplica.WithEventual(ctx), e.spread
+		},
+	}
 	readProcess = workload{
 		name: "ReadProcess", run: readRow, replicaRead: true, direct: onReplica,
 		routed: func(ctx context.Context, e *env) (context.Context, *sql.DB) { return ctx, e.reader },
@@ -306,7 +319,7 @@ var (
 	connStmt = workload{
 		name: "ConnStmtInTx", run: connStmtsInTx, direct: onPrimary, routed: onWriter,
 	}
-	workloads = []workload{readEventual, readSpread, readProcess, readToken, readSession, insertExec, insertReturning, readOnlyTx, readWriteTx, txStmt, connStmt}
+	workloads = []workload{readEventual, readSpread, readSpreadBoth, readProcess, readToken, readSession, insertExec, insertReturning, readOnlyTx, readWriteTx, txStmt, connStmt}
 )
 
 // connStmts are a *sql.Conn of one handle and the statements prepared on
@@ -375,6 +388,15 @@ func rowID(i int) int64 { return int64(i%seedRows + 1) }
 func readRow(ctx context.Context, e *env, db *sql.DB, i int) error {
 	var v string
 	return db.QueryRowContext(ctx, e.selectSQL, rowID(i)).Scan(&v)
+}
+
+// readRowSpread is readRow that, on the direct side (db is the handle
+// on replica node 1), reads replica node 2 every other time.
+func readRowSpread(ctx context.Context, e *env, db *sql.DB, i int) error {
+	if db == e.replica && i%2 == 1 {
+		db = e.replica2
+	}
+	return readRow(ctx, e, db, i)
 }
 
 func insertRow(ctx context.Context, e *env, db *sql.DB, _ int) error {
