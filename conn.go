@@ -147,10 +147,13 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtclass.Class, ar
 	if cls.SessionState {
 		l.watch.end() // the connection outlives the statement's context
 		cn.pinned = &l
-		return cn.stickyRows(&pl, l.p, rows), nil
+		return cn.stickyRows(ctx, &pl, l.p, rows), nil
 	}
 	lr := &leasedRows{pl: pl, l: l}
 	lr.Rows.Rows, lr.After = rows, lr
+	if pl.replicated > 0 {
+		lr.ctx = ctx
+	}
 	return lr, nil
 }
 
@@ -172,17 +175,20 @@ func (cn *conn) queryOn(ctx context.Context, pl *plan, p *physical, query string
 		cn.tx.noteStatement(cls)
 		return rows, nil
 	}
-	return cn.stickyRows(pl, p, rows), nil
+	return cn.stickyRows(ctx, pl, p, rows), nil
 }
 
 // stickyRows captures the LSN of a write outside a transaction once its
 // rows are done (INSERT … RETURNING on a pinned connection).
-func (cn *conn) stickyRows(pl *plan, p *physical, rows driver.Rows) driver.Rows {
+func (cn *conn) stickyRows(ctx context.Context, pl *plan, p *physical, rows driver.Rows) driver.Rows {
 	if !pl.capture {
 		return rows
 	}
 	cr := &capturingRows{c: cn.c, pl: *pl, p: p}
 	cr.Rows.Rows, cr.After = rows, cr
+	if pl.replicated > 0 {
+		cr.ctx = ctx
+	}
 	return cr
 }
 
@@ -193,28 +199,42 @@ type leasedRows struct {
 	inner.Rows
 	pl plan
 	l  lease
+	// ctx is the query's, kept only when its write waits for replicas
+	// (WithReplicated).
+	ctx context.Context
 }
 
-func (r *leasedRows) AfterRows(err error) {
+func (r *leasedRows) AfterRows(err error) error {
+	var ticket uint64
 	if err == nil {
-		r.l.c.finish(&r.pl, &r.l)
+		ticket = r.l.c.finish(&r.pl, &r.l)
 	}
-	r.l.release(err)
+	c := r.l.c
+	r.l.release(err) // the connection goes back before any wait
+	if ticket != 0 && r.pl.replicated > 0 {
+		return c.awaitReplicated(r.ctx, &r.pl, ticket)
+	}
+	return nil
 }
 
 // capturingRows are the rows of a write on a pinned connection: its LSN
 // is captured once they are done; the connection stays pinned.
 type capturingRows struct {
 	inner.Rows
-	c  *Connector
-	pl plan
-	p  *physical
+	c   *Connector
+	pl  plan
+	p   *physical
+	ctx context.Context // as leasedRows'
 }
 
-func (r *capturingRows) AfterRows(err error) {
+func (r *capturingRows) AfterRows(err error) error {
 	if err == nil {
-		r.c.wrote(&r.pl, r.p, false)
+		t := r.c.wrote(&r.pl, r.p, false)
+		if r.pl.replicated > 0 {
+			return r.c.awaitReplicated(r.ctx, &r.pl, t)
+		}
 	}
+	return nil
 }
 
 // sticky returns the lease this virtual conn is bound to, if any.

@@ -158,7 +158,10 @@ func WithFallback(ctx context.Context, f Fallback) context.Context {
 // them keeps the write. It waits within the context's deadline (Config's
 // ConnectTimeout without one); then it returns an error matching
 // ErrNotReplicated, with the write committed on the primary. Writes
-// without it do not wait. Replicas behind a reader endpoint are not
+// without it do not wait. A write through Query (INSERT … RETURNING)
+// waits when its rows close: Row.Scan and Rows.Close return the error.
+// It is for database/sql; pgreplicapgx refuses such a context
+// (ErrBadConfig) rather than ignore it. Replicas behind a reader endpoint are not
 // counted: their probes cannot say which server answered. n <= 0 asks
 // for nothing.
 func WithReplicated(ctx context.Context, n int) context.Context {

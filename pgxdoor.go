@@ -88,6 +88,11 @@ func (r pgxRouter) Route(ctx context.Context, req pgxroute.Request, op pgxroute.
 	if err := c.planFor(ctx, cls, &pl); err != nil {
 		return pgxroute.Lease{}, err
 	}
+	if pl.replicated > 0 && !pl.read {
+		// Refused rather than ignored: the caller asked for durability
+		// this door cannot wait for yet.
+		return pgxroute.Lease{}, errReplicatedPgx
+	}
 	pl.tx = req.Kind == pgxroute.ReadOnlyTx
 	var l lease
 	var err error

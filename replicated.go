@@ -22,6 +22,10 @@ const (
 	maxReplicatedRetry = 50 * time.Millisecond
 )
 
+// errReplicatedPgx refuses a WithReplicated context in pgreplicapgx,
+// whose writes do not wait for replicas yet.
+var errReplicatedPgx = fmt.Errorf("%w: WithReplicated is supported through database/sql only, not pgreplicapgx yet", ErrBadConfig)
+
 // NotReplicatedError is the error of a WithReplicated write whose context
 // ended before enough replicas showed it flushed. The write committed on
 // the primary; sending it again would apply it twice. It matches

@@ -142,17 +142,18 @@ func (r *router) noteServed(ctx context.Context, pl *plan, l *lease) {
 }
 
 // finish does what a statement's plan asks once its results are consumed:
-// a write through Query is recorded (its position is read later); a read
-// of a session leaves what bounds the session's next read. A statement's
-// snapshot was taken before its answer came, so the read ended, for the
-// bound, when it was answered.
-func (r *router) finish(pl *plan, l *lease) {
+// a write through Query is recorded (its position is read later; its
+// ticket is returned); a read of a session leaves what bounds the
+// session's next read. A statement's snapshot was taken before its answer
+// came, so the read ended, for the bound, when it was answered.
+func (r *router) finish(pl *plan, l *lease) (ticket uint64) {
 	switch {
 	case pl.capture:
-		r.wrote(pl, l.p, false)
+		return r.wrote(pl, l.p, false)
 	case pl.read:
 		r.boundRead(pl, l, l.answered)
 	}
+	return 0
 }
 
 // boundRead records what bounds the next read of the plan's session after

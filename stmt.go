@@ -199,7 +199,10 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	}
 	r, err := execStmt(ctx, st, args)
 	if err == nil && pl.capture {
-		cn.c.wrote(&pl, p, s.cls.AsyncCommit)
+		t := cn.c.wrote(&pl, p, s.cls.AsyncCommit)
+		if pl.replicated > 0 {
+			return r, cn.c.awaitReplicated(ctx, &pl, t)
+		}
 	}
 	if err != nil && pl.capture {
 		err = cn.c.writeFailed(p, err)
@@ -232,7 +235,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		cn.tx.noteStatement(s.cls)
 		return rows, nil
 	}
-	return cn.stickyRows(&pl, p, rows), nil
+	return cn.stickyRows(ctx, &pl, p, rows), nil
 }
 
 func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {

@@ -9,14 +9,16 @@ import (
 
 	"github.com/pgreplica/pgreplica"
 	"github.com/pgreplica/pgreplica/integration"
+	"github.com/pgreplica/pgreplica/integration/itest"
 )
 
 // TestWithReplicated: a write of a WithReplicated(ctx, n) context returns
 // once n replicas flushed it, and that is what keeps it across a failover.
 //
 //   - Replica 2 frozen: n=2 fails with ErrNotReplicated (1 of 2, the
-//     context's deadline) for an Exec and for a Commit, the row committed
-//     on the primary; n=1 succeeds.
+//     context's deadline) for an Exec, a Commit and an INSERT … RETURNING
+//     through QueryRow, the row committed on the primary; n=1 succeeds.
+//     pgreplicapgx refuses the context (ErrBadConfig) rather than ignore it.
 //   - No replica receiving WAL: a plain write is acknowledged and a
 //     WithReplicated(ctx, 1) write is not. The primary is then killed
 //     (SIGKILL) and replica 1 promoted: the plain write is gone, the loss
@@ -27,7 +29,7 @@ func TestWithReplicated(t *testing.T) {
 	db, _ := open(t, c, "tuning_monitor_interval=50ms")
 	table := newTable(t, c)
 	// Each write is a row whose seq names it.
-	seq := map[string]int{"kept": 1, "exec-1-of-2": 2, "commit-1-of-2": 3, "exec-1-of-1": 4, "plain": 5, "unacknowledged": 6}
+	seq := map[string]int{"kept": 1, "exec-1-of-2": 2, "commit-1-of-2": 3, "exec-1-of-1": 4, "plain": 5, "unacknowledged": 6, "query-1-of-2": 7}
 	insert := "INSERT INTO " + table + " (seq) VALUES ($1)"
 	onPrimary := func(i int, v string) bool {
 		return mustQuery(t, c, i, fmt.Sprintf("SELECT count(*) FROM %s WHERE seq = %d", table, seq[v])) == "1"
@@ -76,6 +78,24 @@ func TestWithReplicated(t *testing.T) {
 	if !onPrimary(c.Primary(), "commit-1-of-2") {
 		t.Fatal("a commit that was not replicated enough is not on the primary")
 	}
+	ctx, cancel = bounded(2)
+	var back int
+	err = db.QueryRowContext(ctx, insert+" RETURNING seq", seq["query-1-of-2"]).Scan(&back)
+	cancel()
+	notReplicated(err, 1)
+	if !onPrimary(c.Primary(), "query-1-of-2") {
+		t.Fatal("a write through Query that was not replicated enough is not on the primary")
+	}
+	pool, err := itest.NewPgx(context.Background(), c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ctx, cancel = context.WithTimeout(pgreplica.WithReplicated(context.Background(), 1), 10*time.Second)
+	if _, err := pool.Exec(ctx, insert, 99); !errors.Is(err, pgreplica.ErrBadConfig) {
+		t.Fatalf("pgreplicapgx with WithReplicated: %v, want ErrBadConfig", err)
+	}
+	cancel()
 	ctx, cancel = bounded(1)
 	if _, err := db.ExecContext(ctx, insert, seq["exec-1-of-1"]); err != nil {
 		t.Fatalf("n=1 with replica 1 up: %v", err)

@@ -22,8 +22,10 @@ type Rows struct {
 }
 
 // After is what runs when rows close: err is the first error of the rows,
-// or of closing them.
-type After interface{ AfterRows(err error) }
+// or of closing them. What it returns is what Close returns when closing
+// itself did not fail (a write that must wait for replicas and did not
+// get them).
+type After interface{ AfterRows(err error) error }
 
 var (
 	_ driver.RowsNextResultSet              = (*Rows)(nil)
@@ -53,7 +55,9 @@ func (r *Rows) Close() error {
 		if e == nil {
 			e = err
 		}
-		r.After.AfterRows(e)
+		if after := r.After.AfterRows(e); err == nil {
+			err = after
+		}
 	}
 	return err
 }

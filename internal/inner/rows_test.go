@@ -45,7 +45,7 @@ type after struct {
 	err   error
 }
 
-func (a *after) AfterRows(err error) { a.calls++; a.err = err }
+func (a *after) AfterRows(err error) error { a.calls++; a.err = err; return nil }
 
 func drain(t *testing.T, r *Rows) {
 	t.Helper()
