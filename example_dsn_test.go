@@ -1,6 +1,7 @@
 package pgreplica_test
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -37,4 +38,20 @@ func ExampleParseDSN() {
 	// {db2 5433 eu-1b} true
 	// true
 	// pgreplica: malformed DSN: pgreplica_policy="fastest": want one of round_robin, random, least_lag, latency
+}
+
+// The servers of a Patroni cluster, listed by its REST API: the handle
+// follows members added, removed or tagged noloadbalance.
+func ExamplePatroniLookup() {
+	cfg, err := pgreplica.ParseDSN("postgres://app@shop-cluster/shop?sslmode=disable")
+	if err != nil {
+		panic(err)
+	}
+	cfg.LookupFunc = pgreplica.PatroniLookup("shop-cluster", "http://pg1:8008", "http://pg2:8008")
+	connector, err := pgreplica.NewConnector(cfg)
+	if err != nil {
+		panic(err)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
 }

@@ -3,8 +3,10 @@ package pgreplica
 import (
 	"cmp"
 	"context"
+	"errors"
 	"net"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,15 +26,21 @@ import (
 
 // How often a name's addresses are looked up again: every
 // resolveEvery while they answer, every resolveFailing while one of
-// them fails (a pod gone, a moved endpoint: found within seconds). A
-// lookup costs the resolver one query, no server anything.
+// them fails (a pod gone, a moved endpoint: found within seconds) or
+// when the answers name their own ports (a registry such as Patroni's
+// REST API, whose membership changes at once, not DNS). A lookup costs
+// the resolver one query, no server anything.
 const (
 	resolveEvery   = 30 * time.Second
 	resolveFailing = 2 * time.Second
 )
 
-// nameWatch is when a configured host's name was last looked up.
-type nameWatch struct{ last time.Time }
+// nameWatch is when a configured host's name was last looked up, and why
+// that lookup failed (nil: it answered), which Nodes shows.
+type nameWatch struct {
+	last   time.Time
+	failed atomic.Pointer[error]
+}
 
 // watchNames looks the names up again as they fall due until ctx ends.
 func (c *Connector) watchNames(ctx context.Context) {
@@ -71,8 +79,8 @@ func (c *Connector) followNames(ctx context.Context, now time.Time) error {
 		}
 		cur := c.entryNodes(entry)
 		every := resolveEvery
-		if slices.ContainsFunc(cur, func(n *node) bool { s := n.status.Load(); return s != nil && s.err != nil }) {
-			every = resolveFailing // a pod gone, a moved endpoint
+		if slices.ContainsFunc(cur, func(n *node) bool { s := n.status.Load(); return s != nil && s.err != nil || hasPort(n.pin) }) {
+			every = resolveFailing // a pod gone, a moved endpoint, a registry
 		}
 		if !w.last.IsZero() && now.Sub(w.last) < every {
 			continue
@@ -82,12 +90,38 @@ func (c *Connector) followNames(ctx context.Context, now time.Time) error {
 		addrs, err := lookup(lctx, h.Addr)
 		cancel()
 		addrs = distinct(addrs, maxHosts)
-		if err != nil || len(addrs) == 0 || len(addrs) == 1 && len(cur) == 1 && cur[0].pin == "" {
+		if err == nil && len(addrs) == 0 {
+			err = errors.New("no address")
+		}
+		if err != nil {
+			w.failed.Store(&err) // what it had stays
+			continue
+		}
+		w.failed.Store(nil)
+		if len(addrs) == 1 && len(cur) == 1 && cur[0].pin == "" && !hasPort(addrs[0]) {
 			continue
 		}
 		if err := c.setAddrs(entry, cur, addrs); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// hasPort reports whether a name's answer names its own port ("ip:port").
+func hasPort(addr string) bool {
+	_, _, err := net.SplitHostPort(addr)
+	return err == nil
+}
+
+// lookupFailed is why the last lookup of configured host entry failed,
+// or nil.
+func (c *Connector) lookupFailed(entry int) error {
+	if entry < 0 || entry >= len(c.names) {
+		return nil
+	}
+	if p := c.names[entry].failed.Load(); p != nil {
+		return *p
 	}
 	return nil
 }

@@ -63,6 +63,11 @@ func (c *Connector) Nodes() []NodeStatus {
 		default:
 			ns.Why = r.explain(v, &untokened, t)
 		}
+		if err := c.lookupFailed(v.n.entry); err != nil {
+			// Discovery (a name's lookup, PatroniLookup) failing leaves
+			// the membership as last listed.
+			ns.Why += "; members as last listed, the lookup failing: " + err.Error()
+		}
 		out = append(out, ns)
 	}
 	// A name's addresses take free slots as they come (resolve.go):

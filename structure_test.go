@@ -48,7 +48,7 @@ var layers = []struct {
 		"readerrors.go"}},
 	{"world", []string{"monitor.go", "subscriber.go", "privilege.go", "topology.go", "watermark.go", "session.go",
 		"ctxtoken.go", "node.go", "flightages.go", "server.go", "pool.go", "physical.go", "wire.go", "wire_pgx.go", "wire_pq.go"}},
-	{"values", []string{"config.go", "dsn.go", "pgxhooks.go", "picker.go", "token.go", "lsn.go", "nodeset.go",
+	{"values", []string{"config.go", "dsn.go", "patroni.go", "pgxhooks.go", "picker.go", "token.go", "lsn.go", "nodeset.go",
 		"errors.go", "metrics.go", "stats.go"}},
 }
 
