@@ -146,7 +146,11 @@ func (r *router) leaseReplica(ctx context.Context, pl *plan) (lease, error) {
 		if patient {
 			res, err = r.awaitReplicaConn(ctx, pl, n)
 		} else {
-			res, err = r.acquireReplica(ctx, n, set.len() > 1)
+			// Replicas passed over as slow count as others: the patient
+			// pass waits for them, so n's connection is waited for no
+			// longer than its hedge delay either (a frozen n would hold
+			// the read until its deadline).
+			res, err = r.acquireReplica(ctx, n, set.len() > 1 || pl.slow != 0)
 		}
 		if need := r.needOn(pl, n); err == nil && need > 0 {
 			// Chosen by what all its servers are known to have, and by the

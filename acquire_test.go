@@ -192,3 +192,40 @@ func TestSlowReplicaServesWhenTheOtherIsGone(t *testing.T) {
 		t.Fatalf("served by node %d, want 1 (node 2 refuses)", got)
 	}
 }
+
+// TestSlowReplicaThenFrozen: the first replica a read picks is slow to
+// connect, the other never connects (frozen). The read waits for the
+// frozen one's connection no longer than the hedge delay, since the slow
+// one may still serve it, and then waits patiently for the slow one:
+// served within the wait budget, not at the read's deadline.
+func TestSlowReplicaThenFrozen(t *testing.T) {
+	cfg := Config{knobs: tuning.Knobs{MonitorInterval: time.Hour, HealthCheckAfter: -1, HedgeDelay: 10 * time.Millisecond},
+		Picker: PickerFunc(func(Candidates) int { return 0 })} // node 1 first
+	slow, frozen := make(chan struct{}), make(chan struct{})
+	defer close(frozen)
+	c, _ := startMockCluster(t, cfg, func(i int, mc mockConnector) driver.Connector {
+		switch i {
+		case 1:
+			return gatedConnector{mc, slow}
+		case 2:
+			return gatedConnector{mc, frozen}
+		}
+		return mc
+	})
+	time.AfterFunc(30*time.Millisecond, func() { close(slow) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var pl plan
+	if err := c.planFor(ctx, stmtclass.Class{Read: true}, &pl); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l, err := c.leaseReplica(ctx, &pl)
+	if err != nil {
+		t.Fatalf("after %v: %v", time.Since(start), err)
+	}
+	defer l.release(nil)
+	if got := l.p.node.idx; got != 1 || time.Since(start) > time.Second {
+		t.Fatalf("served by node %d after %v, want node 1 within the wait budget", got, time.Since(start))
+	}
+}

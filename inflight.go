@@ -141,7 +141,9 @@ func (r *router) leaseUnproven(ctx context.Context, pl *plan) (l lease, need LSN
 			}
 		}
 	}
-	res, err := r.acquireReplica(ctx, n, set.len() > 1)
+	// Any other replica that may serve the read counts, late or not: a
+	// read whose borrow here fails goes back to acquire's decision.
+	res, err := r.acquireReplica(ctx, n, pl.replicas(false).len() > 1)
 	if err != nil {
 		pl.tried.add(n.idx)
 		return lease{}, 0, err
