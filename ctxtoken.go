@@ -154,8 +154,8 @@ func WithFallback(ctx context.Context, f Fallback) context.Context {
 // transaction, and Commit of a transaction begun with it) return only
 // once at least n replicas of the cluster show them flushed to disk
 // (their pg_last_wal_receive_lsn, read by the probes the monitor sends
-// them, never a statement on the primary), so that a failover to any of
-// them keeps the write. It waits within the context's deadline (Config's
+// them; the primary pays the read of the write's position, shared with
+// other writes), so that a failover to any of them keeps the write. It waits within the context's deadline (Config's
 // ConnectTimeout without one); then it returns an error matching
 // ErrNotReplicated, with the write committed on the primary. Writes
 // without it do not wait. A write through Query (INSERT … RETURNING)
