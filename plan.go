@@ -67,10 +67,12 @@ type plan struct {
 	// slow to come: not tried (a retry may use them), but no hedge goes
 	// there (hedgeSlot.pick).
 	slow nodeSet
-	// retried is what its retries spent; conflicted: replay conflicts
-	// sent it to the primary (route.go).
-	retried    retried
-	conflicted bool
+	// retried is what its retries spent, primaryResends how often it was
+	// sent to the primary again; conflicted: replay conflicts sent it to
+	// the primary (route.go).
+	retried        retried
+	primaryResends uint8
+	conflicted     bool
 	// flightsBehind counts the checks in the read's own flight that found
 	// its replica behind (runInFlight).
 	flightsBehind uint8
@@ -262,9 +264,6 @@ const (
 	// retriedReplica: the read went to another replica after a replay
 	// conflict or a lost connection.
 	retriedReplica retried = 1 << iota
-	// retriedPrimary: the read went to the primary again after its
-	// connection died with the server.
-	retriedPrimary
 )
 
 // laterPos is a write's position read on the primary beside the flight

@@ -214,8 +214,8 @@ func (r *router) writeFailed(p *physical, err error) error {
 //     replica, then, as other replicas replay the same WAL, to the
 //     primary as a fallback read when the requirement allows one (and
 //     query is remembered for conflictMemory);
-//   - the primary's connection died with its server: once more, on the
-//     primary the topology knows by then.
+//   - the primary's connection died with its server: again, on the
+//     primary the topology knows by then, up to maxPrimaryResends times.
 //
 // query is the client's statement text, "" for a batch or a transaction
 // (those are not remembered, nor sent again as writes).
@@ -261,10 +261,10 @@ func (r *router) retry(ctx context.Context, pl *plan, l *lease, err error, query
 			r.conflicting.Add(query, conflictMemory)
 		}
 		return true
-	case !l.replica && pl.retried&retriedPrimary == 0 && sqlstate.ServerGone(err):
+	case !l.replica && pl.primaryResends < maxPrimaryResends && sqlstate.ServerGone(err):
 		// The connection died with its server (the pool drops its
 		// siblings); the topology may know better by now.
-		pl.retried |= retriedPrimary
+		pl.primaryResends++
 		n.markSuspect()
 		r.metrics.connLostRetries.Add(1)
 		pl.topo = r.topo.Load()
@@ -272,6 +272,16 @@ func (r *router) retry(ctx context.Context, pl *plan, l *lease, err error, query
 	}
 	return false
 }
+
+// maxPrimaryResends is how often a read whose primary connection died
+// with its server is sent again. More than once: a pooler or proxy being
+// stopped still accepts a connection for a few milliseconds, and the
+// connection dialled after the first failure dies too (PgBouncer's
+// immediate shutdown did so in 1 of 4 runs of TestPrimaryPoolerOutage).
+// Once the port refuses, the borrow waits for the primary instead
+// (awaitPrimary), so further failures would mean a server that accepts
+// and dies on every statement: three is enough to tell.
+const maxPrimaryResends = 3
 
 // avoidConflicts sends a read whose statement kept conflicting with
 // replay on the replicas lately straight to the primary, as a fallback
