@@ -34,6 +34,7 @@ const (
 	ConnectionException  = "08000" // connection_exception
 	ConnectionNotExist   = "08003" // connection_does_not_exist
 	ConnectionFailure    = "08006" // connection_failure
+	ProtocolViolation    = "08P01" // protocol_violation
 	InvalidAuthorization = "28000" // invalid_authorization_specification: no such role, no pg_hba.conf entry
 	InvalidPassword      = "28P01" // invalid_password
 )
@@ -61,12 +62,29 @@ func ConnLost(err error) bool {
 	case AdminShutdown, CrashShutdown, CannotConnectNow,
 		ConnectionException, ConnectionNotExist, ConnectionFailure:
 		return true
+	case ProtocolViolation:
+		// FATAL: the session is over. PgBouncer ends a client's with it
+		// when the server connection behind died ("server conn
+		// crashed?": an HAProxy or a server restarted under it). As an
+		// ERROR (a Bind with too few parameters) the connection lives.
+		return fatal(err)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return false
 	}
 	return pgconn.SafeToRetry(err)
+}
+
+// fatal reports a server error of severity FATAL, from either inner
+// driver (lib/pq's errors say so with Fatal).
+func fatal(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Severity == "FATAL" || pe.SeverityUnlocalized == "FATAL"
+	}
+	var f interface{ Fatal() bool }
+	return errors.As(err, &f) && f.Fatal()
 }
 
 // ServerGone reports a lost connection that says nothing about the
