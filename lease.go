@@ -91,21 +91,43 @@ func (r *router) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (l
 	if pv == nil {
 		return lease{}, t.writeErr
 	}
-	res, err := pv.n.pool.acquire(ctx)
-	if err != nil {
-		if ctx.Err() == nil && sqlstate.ConnLost(err) {
-			// The primary went away since the last probe; the monitor will
-			// say so too in a moment. Nothing was sent.
-			var he *HostError
-			if errors.As(err, &he) {
-				return lease{}, &hostsError{kinds: []error{ErrNoPrimary}, failed: []*HostError{he}}
+	for {
+		res, err := pv.n.pool.acquire(ctx)
+		if err != nil {
+			if ctx.Err() == nil && sqlstate.ConnLost(err) {
+				// The primary went away since the last probe; the monitor
+				// will say so too in a moment. Nothing was sent.
+				var he *HostError
+				if errors.As(err, &he) {
+					return lease{}, &hostsError{kinds: []error{ErrNoPrimary}, failed: []*HostError{he}}
+				}
+				return lease{}, fmt.Errorf("%w: %w", ErrNoPrimary, err)
 			}
-			return lease{}, fmt.Errorf("%w: %w", ErrNoPrimary, err)
+			return lease{}, err
 		}
-		return lease{}, err
+		p := res.Value()
+		if !p.madeInRecovery {
+			return r.newLease(res, false, slot), nil
+		}
+		// The address led this connection to a replica (a writer endpoint
+		// still sending to the demoted primary, or a replica's connection
+		// made before its promotion): not the primary's, whatever the
+		// probe said of the address. Nothing was sent. Pooled ones are
+		// replaced at once; a new one that reached a replica too means
+		// the address does not lead to the primary now: the statement
+		// waits for one that does.
+		fresh := p.returned == p.created
+		pv.n.pool.release(res, errNotPrimaryConn)
+		if fresh {
+			pv.n.markSuspect()
+			return lease{}, fmt.Errorf("%w: %w", ErrNoPrimary, newHostError(pv.n.name, errNotPrimaryConn))
+		}
 	}
-	return r.newLease(res, false, slot), nil
 }
+
+// errNotPrimaryConn is why a connection to the primary's address was not
+// used: its server was in recovery when it was made.
+var errNotPrimaryConn = errors.New("a new connection reached a server in recovery")
 
 // acquireReplica borrows a connection to replica n. When another replica
 // could serve the read and n has no idle connection, it waits no longer

@@ -53,8 +53,13 @@ type physical struct {
 	hedge atomic.Value
 	// wire is what the router needs beyond database/sql's interfaces.
 	wire wire
-	// srv is the server the connection reached (server.go).
-	srv *server
+	// srv is the server the connection reached (server.go);
+	// madeInRecovery says it was a replica then: behind an address that
+	// names the primary (an HAProxy writer port during a failover, a
+	// DNS name moved late) such a connection is not the primary's
+	// (tryLeasePrimary).
+	srv            *server
+	madeInRecovery bool
 	// stmts are the inner statements kept prepared on it.
 	stmts keptstmt.Set
 	// pgx records the connection's borrow by the pgx-native handle: a

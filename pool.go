@@ -356,9 +356,11 @@ func (hp *hostPool) releaseAs(res *puddle.Resource[*physical], err error, byStat
 		res.Destroy()
 		hp.pool.Reset()
 		return
-	case errors.Is(err, driver.ErrBadConn) || sqlstate.ConnLost(err) || errors.Is(err, context.Canceled):
+	case errors.Is(err, driver.ErrBadConn) || sqlstate.ConnLost(err) || errors.Is(err, context.Canceled),
+		errors.Is(err, errNotPrimaryConn):
 		// A statement its context cancelled: pgx closed the connection
-		// (and says context.Canceled alone), lib/pq marked it bad.
+		// (and says context.Canceled alone), lib/pq marked it bad; or a
+		// connection to the primary's address that reached a replica.
 		res.Destroy()
 		return
 	}

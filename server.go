@@ -165,14 +165,15 @@ func (n *node) learnServer(ctx context.Context, p *physical) error {
 	if err := rows.Next(vals); err != nil {
 		return fmt.Errorf("pgreplica: reading the server's identity: %w", err)
 	}
-	srv, pid, err := probe.ParseIdentity(vals)
+	id, err := probe.ParseIdentity(vals)
 	if err != nil {
 		return err
 	}
-	if wire := p.wire.backendPID(); wire != 0 && wire != pid {
+	if wire := p.wire.backendPID(); wire != 0 && wire != id.PID {
 		n.setPooled()
 	}
-	p.srv = n.noteServer(serverIDOf(srv))
+	p.srv = n.noteServer(serverIDOf(id.Server))
+	p.madeInRecovery = id.InRecovery
 	return nil
 }
 

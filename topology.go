@@ -306,9 +306,37 @@ func highestTimeline(nodes []nodeView, primaries []int) (int, error) {
 		}
 	}
 	if tie {
+		if one := oneServer(nodes, primaries, bestTL); one >= 0 {
+			return one, nil
+		}
 		return -1, fmt.Errorf("%w: %s", ErrSplitBrain, strings.Join(names, ", "))
 	}
 	return best, nil
+}
+
+// oneServer returns, when every primary on timeline tl is the same
+// server reached through several addresses, the one whose connections
+// all reach it (not an endpoint), else the first; -1 when they are not
+// one server. Behind HAProxy the writer port and, for a moment after a
+// promotion, the reader port both reach the new primary: one primary,
+// not split brain.
+func oneServer(nodes []nodeView, primaries []int, tl uint32) int {
+	one := -1
+	for _, i := range primaries {
+		v := &nodes[i]
+		if v.status.timeline != tl {
+			continue
+		}
+		switch {
+		case one < 0:
+			one = i
+		case v.status.id != nodes[one].status.id || v.status.id.sysid == 0:
+			return -1
+		case nodes[one].n.endpoint.Load() && !v.n.endpoint.Load():
+			one = i
+		}
+	}
+	return one
 }
 
 // rejection is why a filter kept a node from a read; rejectNone passes.

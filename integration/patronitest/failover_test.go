@@ -8,6 +8,7 @@ package patronitest
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // the naive baseline's driver
+	"github.com/pgreplica/pgreplica"
+	"github.com/pgreplica/pgreplica/integration"
 	"github.com/pgreplica/pgreplica/integration/checker"
 	"github.com/pgreplica/pgreplica/integration/itest"
 	"github.com/pgreplica/pgreplica/integration/patroni"
@@ -28,6 +32,12 @@ var (
 	freeze   = flag.Bool("patroni.freeze", true, "freeze the leader past its TTL as the third fault")
 	marks    = flag.String("patroni.watermarks", "half", "sessions that read their watermark after each operation (Session.LSN, as the checker does) "+
 		"so that writes are checked to raise it: all, half (the even ones) or none")
+	via = flag.String("patroni.via", "members", "how the application reaches the cluster: members (every member's address), "+
+		"haproxy (HAProxy's writer and reader ports, on Patroni's health checks) or discovery (one name PatroniLookup answers from the REST API)")
+	router = flag.String("patroni.router", "pgreplica", "the router under test: pgreplica, or naive (the baseline: plain pgx, writes to HAProxy's "+
+		"writer port, reads to its reader port, nothing to tell a fresh replica; its violations are reported, not failed)")
+	nfaults = flag.Int("patroni.faults", 3, "faults the nemesis injects, in turn a switchover, a kill -9 of the leader and (with -patroni.freeze) "+
+		"a freeze of the leader past its TTL")
 )
 
 // fault is one thing the nemesis did.
@@ -54,7 +64,7 @@ func TestPatroniFailover(t *testing.T) {
 	began := time.Now()
 	c := patroni.New(t, patroni.Options{SynchronousMode: *syncMode, DCS: *dcs})
 	started := time.Now()
-	ctx := itest.Ctx(t, 4*time.Minute)
+	ctx := itest.Ctx(t, 3*time.Minute+time.Duration(*nfaults)*30*time.Second)
 	h, err := c.WaitHealthy(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -62,11 +72,8 @@ func TestPatroniFailover(t *testing.T) {
 	if err := c.Exec(ctx, h.Leader, fmt.Sprintf(schema, *sessions-1, keys-1)); err != nil {
 		t.Fatal(err)
 	}
-	db, _ := itest.Open(t, c.DSN())
-	db.SetMaxOpenConns(4 * *sessions)
-
+	w := newWorkload(openRouter(t, c), c, *sessions, keys, uint64(time.Now().UnixNano()), marking(t))
 	roles := c.WatchRoles(20 * time.Millisecond)
-	w := newWorkload(db, c, *sessions, keys, uint64(time.Now().UnixNano()), marking(t))
 	run := time.Now()
 	w.start()
 	stopped := false
@@ -102,24 +109,27 @@ func TestPatroniFailover(t *testing.T) {
 			f.leader.Sub(f.began).Round(time.Millisecond), f.healthy.Sub(f.began).Round(time.Millisecond))
 		faults = append(faults, f)
 	}
-	nemesis("switchover", func(f *fault) (err error) {
-		f.from, f.to, err = c.Switchover(ctx, -1)
-		return err
-	})
-	nemesis("kill -9", func(f *fault) (err error) {
-		if f.from, err = c.Leader(ctx); err != nil {
+	kinds := []struct {
+		name string
+		do   func(f *fault) error
+	}{
+		{"switchover", func(f *fault) (err error) {
+			f.from, f.to, err = c.Switchover(ctx, -1)
 			return err
-		}
-		f.began = time.Now()
-		if err := c.Kill(f.from); err != nil {
+		}},
+		{"kill -9", func(f *fault) (err error) {
+			if f.from, err = c.Leader(ctx); err != nil {
+				return err
+			}
+			f.began = time.Now()
+			if err := c.Kill(f.from); err != nil {
+				return err
+			}
+			f.to, err = c.WaitLeader(ctx, f.from)
 			return err
-		}
-		f.to, err = c.WaitLeader(ctx, f.from)
-		return err
-	})
-	if *freeze {
+		}},
 		// FreezeLeader, with the moment of the freeze.
-		nemesis("freeze past the TTL", func(f *fault) (err error) {
+		{"freeze past the TTL", func(f *fault) (err error) {
 			if f.from, err = c.Leader(ctx); err != nil {
 				return err
 			}
@@ -129,7 +139,14 @@ func TestPatroniFailover(t *testing.T) {
 			}
 			f.to, err = c.WaitLeader(ctx, f.from)
 			return errors.Join(err, c.Thaw(f.from))
-		})
+		}},
+	}
+	if !*freeze {
+		kinds = kinds[:2]
+	}
+	for i := range *nfaults {
+		k := kinds[i%len(kinds)]
+		nemesis(k.name, k.do)
 	}
 	dwellFor(ctx, *dwell)
 	ops := halt()
@@ -159,6 +176,11 @@ func TestPatroniFailover(t *testing.T) {
 			t.Errorf("no write succeeded after the %s once the cluster was healthy again", f.kind)
 		}
 	}
+	if *router == "naive" {
+		// The baseline: what it showed is the report above; only the
+		// harness's own failures fail the run.
+		return
+	}
 	if len(out.violations) > 0 {
 		t.Errorf("%d consistency violations through pgreplica (above)", len(out.violations))
 	}
@@ -176,8 +198,64 @@ func TestPatroniFailover(t *testing.T) {
 	}
 }
 
+// openRouter opens what the sessions run through (-patroni.router,
+// -patroni.via).
+func openRouter(t *testing.T, c *patroni.Cluster) handles {
+	if *router == "naive" {
+		if *via != "haproxy" {
+			t.Fatalf("-patroni.router=naive reaches the cluster through HAProxy only (-patroni.via=haproxy, not %q)", *via)
+		}
+		return naiveRouter(t, c)
+	}
+	var db *sql.DB
+	switch *via {
+	case "members":
+		db, _ = itest.Open(t, c.DSN())
+	case "haproxy":
+		db, _ = itest.Open(t, c.HAProxyDSN())
+	case "discovery":
+		var urls []string
+		for _, i := range c.Live() {
+			urls = append(urls, c.RESTAddr(i))
+		}
+		cfg, err := itest.ParseDSN(c.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Hosts = []pgreplica.Host{{Addr: "patroni-members"}}
+		cfg.LookupFunc = pgreplica.PatroniLookup("patroni-members", urls...)
+		db, _ = itest.OpenConfig(t, cfg)
+	default:
+		t.Fatalf("-patroni.via=%q: want members, haproxy or discovery", *via)
+	}
+	if *router != "pgreplica" {
+		t.Fatalf("-patroni.router=%q: want pgreplica or naive", *router)
+	}
+	db.SetMaxOpenConns(4 * *sessions)
+	return handles{read: db, write: db}
+}
+
+// naiveRouter is the baseline a platform's docs suggest behind Patroni's
+// HAProxy: plain pgx (database/sql), writes to the writer port, reads to
+// the reader port, nothing that knows a replica's freshness.
+func naiveRouter(t *testing.T, c *patroni.Cluster) handles {
+	open := func(addr string) *sql.DB {
+		db, err := sql.Open("pgx", integration.HostsDSN(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(2 * *sessions)
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	return handles{write: open(c.HAProxyAddr(patroni.Writer)), read: open(c.HAProxyAddr(patroni.Reader))}
+}
+
 // marking returns which sessions read their watermark (-patroni.watermarks).
 func marking(t *testing.T) func(int) bool {
+	if *router == "naive" {
+		return func(int) bool { return false } // it has none
+	}
 	switch *marks {
 	case "all":
 		return func(int) bool { return true }
@@ -212,8 +290,8 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 	if *syncMode {
 		mode = "on"
 	}
-	p("Patroni run: synchronous_mode %s, %s DCS client, %d sessions, %s of workload",
-		mode, *dcs, *sessions, ended.Sub(began).Round(time.Millisecond))
+	p("Patroni run: %s through %s, synchronous_mode %s, %s DCS client, %d sessions, %d faults, %s of workload",
+		*router, *via, mode, *dcs, *sessions, len(faults), ended.Sub(began).Round(time.Millisecond))
 	p("  writes: %d, acknowledged %d, failed %d", out.writes, out.acked, out.writes-out.acked)
 	p("  reads: %d, succeeded %d (%d on replicas, %.0f%%), failed %d", out.reads, out.readsOK, out.replicaReads,
 		100*float64(out.replicaReads)/float64(max(out.readsOK, 1)), out.reads-out.readsOK)

@@ -69,9 +69,13 @@ type op struct {
 	OnPrimary bool
 }
 
+// handles are what the sessions write and read through: one pgreplica
+// handle for both, or the naive baseline's two handles.
+type handles struct{ write, read *sql.DB }
+
 // workload runs sessions through db until stopped.
 type workload struct {
-	db       *sql.DB
+	db       handles
 	c        *patroni.Cluster
 	sessions int
 	keys     int
@@ -88,7 +92,7 @@ type workload struct {
 	ss   []*pgreplica.Session
 }
 
-func newWorkload(db *sql.DB, c *patroni.Cluster, sessions, keys int, seed uint64, marks func(int) bool) *workload {
+func newWorkload(db handles, c *patroni.Cluster, sessions, keys int, seed uint64, marks func(int) bool) *workload {
 	return &workload{db: db, c: c, sessions: sessions, keys: keys, seed: seed, marks: marks,
 		stop: make(chan struct{}), logs: make([][]op, sessions), ss: make([]*pgreplica.Session, sessions)}
 }
@@ -211,11 +215,11 @@ func (s *session) write(key checker.Key, version int, path string) op {
 	switch path {
 	case pathExec:
 		var res sql.Result
-		if res, err = s.w.db.ExecContext(ctx, writeCTE, key.Owner, key.N, version, o.LogSeq); err == nil {
+		if res, err = s.w.db.write.ExecContext(ctx, writeCTE, key.Owner, key.N, version, o.LogSeq); err == nil {
 			err = oneRow(res)
 		}
 	case pathReturning:
-		err = s.w.db.QueryRowContext(ctx, writeReturning, key.Owner, key.N, version, o.LogSeq).Scan(&port, &walfile)
+		err = s.w.db.write.QueryRowContext(ctx, writeReturning, key.Owner, key.N, version, o.LogSeq).Scan(&port, &walfile)
 	case pathTx:
 		err = s.writeTx(ctx, key, version, o.LogSeq, &port, &walfile)
 	}
@@ -232,7 +236,7 @@ func (s *session) write(key checker.Key, version int, path string) op {
 }
 
 func (s *session) writeTx(ctx context.Context, key checker.Key, version, seq int, port *int, walfile *string) error {
-	tx, err := s.w.db.BeginTx(ctx, nil)
+	tx, err := s.w.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -273,10 +277,10 @@ func (s *session) read(key checker.Key, path, role string) op {
 	dest := []any{&o.Version, &port, &replay, &recovery}
 	switch path {
 	case pathQuery:
-		err = s.w.db.QueryRowContext(ctx, readRow, key.Owner, key.N).Scan(dest...)
+		err = s.w.db.read.QueryRowContext(ctx, readRow, key.Owner, key.N).Scan(dest...)
 	case pathReadTx:
 		var tx *sql.Tx
-		if tx, err = s.w.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}); err == nil {
+		if tx, err = s.w.db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}); err == nil {
 			if err = tx.QueryRowContext(ctx, readRow, key.Owner, key.N).Scan(dest...); err != nil {
 				err = errors.Join(err, tx.Rollback())
 			} else {

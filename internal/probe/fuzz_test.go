@@ -98,7 +98,8 @@ func FuzzParseIdentity(f *testing.F) {
 	f.Add("7", "10.0.0.2", "5432", "1700000000000000", "4242")
 	f.Add("18446744073709551615", "", "0", "-1", "x")
 	f.Fuzz(func(t *testing.T, sysid, addr, port, started, pid string) {
-		srv, p, err := ParseIdentity([]driver.Value{sysid, addr, port, started, pid})
+		id, err := ParseIdentity([]driver.Value{sysid, false, addr, port, started, pid})
+		srv, p := id.Server, id.PID
 		row := make([]driver.Value, Columns)
 		row[5], row[10], row[11], row[12], row[13] = sysid, addr, port, started, pid
 		a, perr := Parse(row)
