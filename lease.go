@@ -125,10 +125,6 @@ func (r *router) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (l
 	}
 }
 
-// errNotPrimaryConn is why a connection to the primary's address was not
-// used: its server was in recovery when it was made.
-var errNotPrimaryConn = errors.New("a new connection reached a server in recovery")
-
 // acquireReplica borrows a connection to replica n. When another replica
 // could serve the read and n has no idle connection, it waits no longer
 // than n's hedge delay for a new one: a frozen server accepts the TCP
