@@ -331,7 +331,8 @@ func ping(ctx context.Context, p *physical, pinger driver.Pinger, limit time.Dur
 }
 
 // errNotPrimaryConn is why a connection to the primary's address was not
-// used (tryLeasePrimary), and the pool closes it: its server was in recovery when it was made.
+// used (tryLeasePrimary), and the pool closes it: its server was in
+// recovery when it was made.
 var errNotPrimaryConn = errors.New("a new connection reached a server in recovery")
 
 // release gives a connection back. A connection that failed in a way that
