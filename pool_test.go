@@ -74,3 +74,87 @@ func TestStatementWaitsForTheMonitorsConnection(t *testing.T) {
 		t.Errorf("the primary holds %d connections, want 1: the statement waited for the monitor's", got)
 	}
 }
+
+// TestMonitorLeavesIdleConnectionsToABorrower: while a statement looks
+// for a connection, the monitor takes no idle one (neither lends one to a
+// probe nor reaps), and a statement that looks after the monitor
+// announced a take waits for it instead of dialling: whichever side
+// announces itself first, the other sees it.
+func TestMonitorLeavesIdleConnectionsToABorrower(t *testing.T) {
+	mc := newMockCluster(t, 2, nil)
+	mc.mocks[0].MatchExpectationsInOrder(false)
+	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (1)").WillReturnResult(sqlmock.NewResult(0, 1))
+	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (2)").WillReturnResult(sqlmock.NewResult(0, 1))
+	mc.mocks[0] = &lenientMock{mc.mocks[0]}
+	ctx := context.Background()
+	if _, err := mc.db.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	hp := mc.c.nodeList()[0].pool
+
+	hp.borrowing.Add(1) // a statement between looking and puddle's answer
+	if res := hp.lendIdle(); res != nil {
+		t.Error("the monitor took the idle connection a statement was about to borrow")
+		hp.giveBack(res, nil)
+	}
+	hp.maxIdle = time.Nanosecond // reap would close it now
+	hp.reap()
+	if got := hp.idle.Load(); got != 1 {
+		t.Errorf("reap took the idle connection a statement was about to borrow: %d idle", got)
+	}
+	hp.borrowing.Add(-1)
+	hp.maxIdle = 0
+
+	back := hp.holdIdle() // the monitor announced a take, not made yet
+	if back == nil {
+		t.Fatal("the monitor could not announce a take with no statement looking")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := mc.db.ExecContext(ctx, "INSERT INTO t VALUES (2)")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the statement did not wait for the monitor's announced take (%v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	hp.unhold(back)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := hp.pool.Stat().TotalResources(); got != 1 {
+		t.Errorf("the primary holds %d connections, want 1", got)
+	}
+}
+
+// TestReapKeepsTheNewestConnectionFirst: the monitor's look at the idle
+// connections (after every probe) leaves them in the order statements
+// take them, newest first; it used to reverse it, so that after a probe
+// a statement got the pool's coldest connection (a ping past
+// health_check_after, and its statements prepared again).
+func TestReapKeepsTheNewestConnectionFirst(t *testing.T) {
+	mc := newMockCluster(t, 2, nil)
+	hp := mc.c.nodeList()[0].pool
+	ctx := context.Background()
+	older, err := hp.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer, err := hp.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := newer.Value()
+	hp.release(older, nil)
+	hp.release(newer, nil)
+	hp.reap()
+	got, err := hp.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hp.release(got, nil)
+	if got.Value() != newest {
+		t.Error("after reap the pool lent its older idle connection, want the newest")
+	}
+}
