@@ -178,8 +178,12 @@ func (r *router) boundRead(pl *plan, l *lease, end monoclock.Time) {
 // the monitor at once. A write whose connection broke after it was sent
 // has an unknown outcome and is never retried.
 func (r *router) writeFailed(p *physical, err error) error {
-	if err == nil {
-		return nil
+	var notReplicated *NotReplicatedError
+	if err == nil || errors.As(err, &notReplicated) {
+		// Committed on the primary, its wait for replicas ended: its
+		// outcome is known, and the context's deadline in it (a net.Error
+		// to ConnLost) says nothing of the connection.
+		return err
 	}
 	switch {
 	case sqlstate.Of(err) == sqlstate.ReadOnlyTx:

@@ -36,6 +36,8 @@ var (
 		"haproxy (HAProxy's writer and reader ports, on Patroni's health checks) or discovery (one name PatroniLookup answers from the REST API)")
 	router = flag.String("patroni.router", "pgreplica", "the router under test: pgreplica, or naive (the baseline: plain pgx, writes to HAProxy's "+
 		"writer port, reads to its reader port, nothing to tell a fresh replica; its violations are reported, not failed)")
+	replicated = flag.Int("patroni.replicated", 0, "make every write through pgreplica ask WithReplicated(ctx, n): acknowledged once n replicas "+
+		"flushed it (then no acknowledged write may be lost, with synchronous_mode off too)")
 	nfaults = flag.Int("patroni.faults", 3, "faults the nemesis injects, in turn a switchover, a kill -9 of the leader and (with -patroni.freeze) "+
 		"a freeze of the leader past its TTL")
 )
@@ -190,8 +192,8 @@ func TestPatroniFailover(t *testing.T) {
 	if len(out.demoted) > 0 {
 		t.Errorf("%d acknowledged writes started on a primary after a newer timeline was promoted (above)", len(out.demoted))
 	}
-	if *syncMode && len(out.lostFailover)+len(out.unknownLost) > 0 {
-		t.Errorf("%d acknowledged writes lost with synchronous_mode on (above)", len(out.lostFailover)+len(out.unknownLost))
+	if lost := len(out.lostFailover) + len(out.unknownLost); lost > 0 && (*syncMode || *replicated > 0) {
+		t.Errorf("%d acknowledged writes lost with synchronous_mode %v and WithReplicated(ctx, %d) (above)", lost, *syncMode, *replicated)
 	}
 	if out.replicaReads == 0 {
 		t.Errorf("no read ran on a replica")
@@ -289,6 +291,9 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 	mode := "off"
 	if *syncMode {
 		mode = "on"
+	}
+	if *replicated > 0 && *router != "naive" {
+		mode += fmt.Sprintf(", writes WithReplicated(ctx, %d)", *replicated)
 	}
 	p("Patroni run: %s through %s, synchronous_mode %s, %s DCS client, %d sessions, %d faults, %s of workload",
 		*router, *via, mode, *dcs, *sessions, len(faults), ended.Sub(began).Round(time.Millisecond))

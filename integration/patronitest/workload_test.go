@@ -204,6 +204,9 @@ func (s *session) end(o *op) {
 func (s *session) write(key checker.Key, version int, path string) op {
 	o, ctx, cancel := s.begin(checker.OpWrite, key, path, "write")
 	defer cancel()
+	if *replicated > 0 && *router != "naive" {
+		ctx = pgreplica.WithReplicated(ctx, *replicated)
+	}
 	o.Version = version
 	o.LogSeq = s.writes
 	s.writes++

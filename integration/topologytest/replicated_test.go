@@ -40,6 +40,9 @@ func TestWithReplicated(t *testing.T) {
 		if !errors.As(err, &nr) || !errors.Is(err, pgreplica.ErrNotReplicated) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("want a NotReplicatedError ended by the deadline, got %v", err)
 		}
+		if errors.Is(err, pgreplica.ErrWriteOutcomeUnknown) {
+			t.Fatalf("a write known to be committed on the primary reads as of unknown outcome: %v", err)
+		}
 		if nr.Have != have || nr.Position == 0 {
 			t.Fatalf("%v: want %d replicas and the write's position", err, have)
 		}
