@@ -36,16 +36,7 @@ func TestOneConnectionForOneRead(t *testing.T) {
 // come back instead of making the pool dial a second one; the monitor's
 // borrow is no evidence of statements.
 func TestStatementWaitsForTheMonitorsConnection(t *testing.T) {
-	mc := newMockCluster(t, 2, nil)
-	mc.mocks[0].MatchExpectationsInOrder(false)
-	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (1)").WillReturnResult(sqlmock.NewResult(0, 1))
-	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (2)").WillReturnResult(sqlmock.NewResult(0, 1))
-	mc.mocks[0] = &lenientMock{mc.mocks[0]}
-	ctx := context.Background()
-	if _, err := mc.db.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
-		t.Fatal(err)
-	}
-	hp := mc.c.nodeList()[0].pool
+	mc, hp := primaryWithOneIdle(t)
 	lentBefore, _ := hp.statementStat()
 	res := hp.lendIdle()
 	if res == nil {
@@ -54,25 +45,7 @@ func TestStatementWaitsForTheMonitorsConnection(t *testing.T) {
 	if lent, inUse := hp.statementStat(); lent != lentBefore || inUse {
 		t.Errorf("the monitor's borrow reads as statements: lent %d (before %d), in use %v", lent, lentBefore, inUse)
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := mc.db.ExecContext(ctx, "INSERT INTO t VALUES (2)")
-		done <- err
-	}()
-	// Without the wait the statement dials a second connection and is
-	// done in microseconds: it must still be waiting a while later.
-	select {
-	case err := <-done:
-		t.Fatalf("the statement ran while the monitor held the pool's connection (%v)", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	hp.giveBack(res, nil)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if got := hp.pool.Stat().TotalResources(); got != 1 {
-		t.Errorf("the primary holds %d connections, want 1: the statement waited for the monitor's", got)
-	}
+	statementWaitsFor(t, mc, hp, func() { hp.giveBack(res, nil) })
 }
 
 // TestMonitorLeavesIdleConnectionsToABorrower: while a statement looks
@@ -81,16 +54,7 @@ func TestStatementWaitsForTheMonitorsConnection(t *testing.T) {
 // announced a take waits for it instead of dialling: whichever side
 // announces itself first, the other sees it.
 func TestMonitorLeavesIdleConnectionsToABorrower(t *testing.T) {
-	mc := newMockCluster(t, 2, nil)
-	mc.mocks[0].MatchExpectationsInOrder(false)
-	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (1)").WillReturnResult(sqlmock.NewResult(0, 1))
-	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (2)").WillReturnResult(sqlmock.NewResult(0, 1))
-	mc.mocks[0] = &lenientMock{mc.mocks[0]}
-	ctx := context.Background()
-	if _, err := mc.db.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
-		t.Fatal(err)
-	}
-	hp := mc.c.nodeList()[0].pool
+	mc, hp := primaryWithOneIdle(t)
 
 	hp.borrowing.Add(1) // a statement between looking and puddle's answer
 	if res := hp.lendIdle(); res != nil {
@@ -109,23 +73,7 @@ func TestMonitorLeavesIdleConnectionsToABorrower(t *testing.T) {
 	if back == nil {
 		t.Fatal("the monitor could not announce a take with no statement looking")
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := mc.db.ExecContext(ctx, "INSERT INTO t VALUES (2)")
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("the statement did not wait for the monitor's announced take (%v)", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	hp.unhold(back)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if got := hp.pool.Stat().TotalResources(); got != 1 {
-		t.Errorf("the primary holds %d connections, want 1", got)
-	}
+	statementWaitsFor(t, mc, hp, func() { hp.unhold(back) })
 }
 
 // TestReapKeepsTheNewestConnectionFirst: the monitor's look at the idle
@@ -156,5 +104,44 @@ func TestReapKeepsTheNewestConnectionFirst(t *testing.T) {
 	defer hp.release(got, nil)
 	if got.Value() != newest {
 		t.Error("after reap the pool lent its older idle connection, want the newest")
+	}
+}
+
+// primaryWithOneIdle returns a mock cluster whose primary's pool holds
+// one idle connection, after an INSERT (1); INSERT (2) is expected next.
+func primaryWithOneIdle(t *testing.T) (*mockCluster, *hostPool) {
+	mc := newMockCluster(t, 2, nil)
+	mc.mocks[0].MatchExpectationsInOrder(false)
+	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (1)").WillReturnResult(sqlmock.NewResult(0, 1))
+	mc.mocks[0].ExpectExec("INSERT INTO t VALUES (2)").WillReturnResult(sqlmock.NewResult(0, 1))
+	mc.mocks[0] = &lenientMock{mc.mocks[0]}
+	if _, err := mc.db.ExecContext(context.Background(), "INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	return mc, mc.c.nodeList()[0].pool
+}
+
+// statementWaitsFor runs INSERT (2) while the monitor holds, or is about
+// to take, the primary's one idle connection, and checks that it waits
+// until release runs and then uses that connection: without the wait it
+// dials a second one and is done in microseconds.
+func statementWaitsFor(t *testing.T, mc *mockCluster, hp *hostPool, release func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := mc.db.ExecContext(context.Background(), "INSERT INTO t VALUES (2)")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the statement ran while the monitor held the pool's connection (%v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := hp.pool.Stat().TotalResources(); got != 1 {
+		t.Errorf("the primary holds %d connections, want 1: the statement waited for the monitor's", got)
 	}
 }

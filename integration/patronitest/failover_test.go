@@ -36,7 +36,8 @@ var (
 		"haproxy (HAProxy's writer and reader ports, on Patroni's health checks) or discovery (one name PatroniLookup answers from the REST API)")
 	router = flag.String("patroni.router", "pgreplica", "the router under test: pgreplica, or naive (the baseline: plain pgx, writes to HAProxy's "+
 		"writer port, reads to its reader port, nothing to tell a fresh replica; its violations are reported, not failed)")
-	replicated = flag.Int("patroni.replicated", 0, "make every write through pgreplica ask WithReplicated(ctx, n): acknowledged once n replicas "+
+	innerDriver = flag.String("patroni.driver", "pgx", "the inner driver of pgreplica's handle: pgx or pq (lib/pq)")
+	replicated  = flag.Int("patroni.replicated", 0, "make every write through pgreplica ask WithReplicated(ctx, n): acknowledged once n replicas "+
 		"flushed it (then no acknowledged write may be lost, with synchronous_mode off too)")
 	nfaults = flag.Int("patroni.faults", 3, "faults the nemesis injects, in turn a switchover, a kill -9 of the leader and (with -patroni.freeze) "+
 		"a freeze of the leader past its TTL")
@@ -209,18 +210,22 @@ func openRouter(t *testing.T, c *patroni.Cluster) handles {
 		}
 		return naiveRouter(t, c)
 	}
+	if *innerDriver != "pgx" && *innerDriver != "pq" {
+		t.Fatalf("-patroni.driver=%q: want pgx or pq", *innerDriver)
+	}
+	withDriver := func(dsn string) string { return dsn + "&pgreplica_driver=" + *innerDriver }
 	var db *sql.DB
 	switch *via {
 	case "members":
-		db, _ = itest.Open(t, c.DSN())
+		db, _ = itest.Open(t, withDriver(c.DSN()))
 	case "haproxy":
-		db, _ = itest.Open(t, c.HAProxyDSN())
+		db, _ = itest.Open(t, withDriver(c.HAProxyDSN()))
 	case "discovery":
 		var urls []string
 		for _, i := range c.Live() {
 			urls = append(urls, c.RESTAddr(i))
 		}
-		cfg, err := itest.ParseDSN(c.DSN())
+		cfg, err := itest.ParseDSN(withDriver(c.DSN()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,8 +300,12 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 	if *replicated > 0 && *router != "naive" {
 		mode += fmt.Sprintf(", writes WithReplicated(ctx, %d)", *replicated)
 	}
+	name := *router
+	if *router != "naive" {
+		name += " (" + *innerDriver + ")"
+	}
 	p("Patroni run: %s through %s, synchronous_mode %s, %s DCS client, %d sessions, %d faults, %s of workload",
-		*router, *via, mode, *dcs, *sessions, len(faults), ended.Sub(began).Round(time.Millisecond))
+		name, *via, mode, *dcs, *sessions, len(faults), ended.Sub(began).Round(time.Millisecond))
 	p("  writes: %d, acknowledged %d, failed %d", out.writes, out.acked, out.writes-out.acked)
 	p("  reads: %d, succeeded %d (%d on replicas, %.0f%%), failed %d", out.reads, out.readsOK, out.replicaReads,
 		100*float64(out.replicaReads)/float64(max(out.readsOK, 1)), out.reads-out.readsOK)
