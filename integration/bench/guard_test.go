@@ -99,6 +99,8 @@ func TestGuardedReadRoundTrips(t *testing.T) {
 type guardedWrites interface {
 	insert(ctx context.Context, sql, v string) (int64, error)
 	fallbacks() int64
+	// why says the fallbacks' reasons, for a failure's message.
+	why() string
 }
 
 type handleWrites struct{ h *pgreplicapgx.Pool }
@@ -107,6 +109,7 @@ func (w handleWrites) insert(ctx context.Context, sql, v string) (id int64, err 
 	return id, w.h.QueryRow(ctx, sql, v).Scan(&id)
 }
 func (w handleWrites) fallbacks() int64 { return w.h.Stat().FallbackReads }
+func (w handleWrites) why() string      { return fmt.Sprint(w.h.Stat().Fallbacks) }
 
 type sqlWrites struct {
 	db *sql.DB
@@ -117,6 +120,7 @@ func (w sqlWrites) insert(ctx context.Context, sql, v string) (id int64, err err
 	return id, w.db.QueryRowContext(ctx, sql, v).Scan(&id)
 }
 func (w sqlWrites) fallbacks() int64 { return w.c.Stats().FallbackReads }
+func (w sqlWrites) why() string      { return fmt.Sprint(w.c.Stats().Fallbacks) }
 
 // guardedRoundTrips writes a row and reads it back through read, in a
 // session, once the replicas have replayed the write, and returns the
@@ -174,7 +178,7 @@ func guardedRoundTrips(t *testing.T, ctx context.Context, h guardedWrites, proxi
 		t.Fatalf("only %d of %d reads were on a connection used before; want at least %d", counted, rounds, minCounted)
 	}
 	if n := h.fallbacks() - fallbacks; n != 0 {
-		t.Errorf("%d reads fell back to the primary: the replicas had replayed the write", n)
+		t.Errorf("%d reads fell back to the primary: the replicas had replayed the write (fallbacks so far by reason: %s)", n, h.why())
 	}
 	return float64(trips) / float64(counted), counted
 }
