@@ -58,14 +58,11 @@ type hostPool struct {
 	// dialing counts the connections being made (acquireReplica).
 	dialing atomic.Int32
 	// monitorLent counts the borrows by the monitor (lendIdle): they are
-	// no evidence of statements (statementStat).
+	// no evidence of statements (statementStat). monitorBack is set
+	// while the monitor holds a connection (one at a time: its probes
+	// and captures take turns), and closed when it gives it back.
 	monitorLent atomic.Int64
-	// held is set while the monitor holds connections it took idle (one
-	// lent to a probe or capture, or all of them for reap) and closed
-	// when they are back; borrowing counts the statements between
-	// looking for a connection and puddle's answer. See holdIdle.
-	held      atomic.Pointer[chan struct{}]
-	borrowing atomic.Int32
+	monitorBack atomic.Pointer[chan struct{}]
 }
 
 func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error) {
@@ -126,10 +123,9 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 // other replica's connections are just as dead, so the read would fail.
 func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], error) {
 	start := monoclock.Now()
+	hp.awaitMonitor(ctx)
 	for rejects := 0; ; {
-		hp.beginBorrow(ctx)
 		res, err := hp.pool.Acquire(ctx)
-		hp.borrowing.Add(-1)
 		if err != nil {
 			if errors.Is(err, puddle.ErrClosedPool) {
 				return nil, ErrClosed
@@ -173,16 +169,8 @@ func (hp *hostPool) waitEnded(ctx context.Context, start monoclock.Time) error {
 // The health check of a connection that sat idle gives up after
 // pingLimit.
 func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*puddle.Resource[*physical], bool) {
-	for {
-		hp.borrowing.Add(1)
-		if hp.idle.Load() <= 0 || hp.held.Load() != nil {
-			// None idle, or the count may be stale: the monitor is
-			// taking or holding one.
-			hp.borrowing.Add(-1)
-			return nil, false
-		}
+	for hp.idle.Load() > 0 {
 		res, err := hp.pool.TryAcquire(ctx)
-		hp.borrowing.Add(-1)
 		if err != nil {
 			return nil, false // taken meanwhile (puddle now dials one)
 		}
@@ -201,6 +189,7 @@ func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*p
 		}
 		return res, true
 	}
+	return nil, false
 }
 
 // lendIdle lends the monitor an idle connection at once, or nil: a
@@ -212,14 +201,9 @@ func (hp *hostPool) lendIdle() *puddle.Resource[*physical] {
 	if hp.idle.Load() <= 0 || hp.closing.Load() {
 		return nil
 	}
-	back := hp.holdIdle()
-	if back == nil {
-		return nil
-	}
 	res, err := hp.pool.TryAcquire(context.Background())
 	if err != nil {
-		hp.unhold(back) // taken meanwhile
-		return nil
+		return nil // taken meanwhile
 	}
 	hp.monitorLent.Add(1)
 	hp.uncount(res.Value())
@@ -227,67 +211,39 @@ func (hp *hostPool) lendIdle() *puddle.Resource[*physical] {
 	now := monoclock.Now()
 	if hp.maxLifetime > 0 && now.Sub(p.created) > hp.maxLifetime || p.valid != nil && !p.valid.IsValid() {
 		res.Destroy()
-		hp.unhold(back)
 		return nil
 	}
 	p.lent = now
 	if res, err = hp.claim(res); err != nil {
-		hp.unhold(back)
 		return nil
 	}
+	back := make(chan struct{})
+	hp.monitorBack.Store(&back)
 	return res
 }
 
 // giveBack returns a connection lendIdle lent; err as for release.
 func (hp *hostPool) giveBack(res *puddle.Resource[*physical], err error) {
 	hp.releaseAs(res, err, false)
-	if back := hp.held.Load(); back != nil {
-		hp.unhold(back)
-	}
-}
-
-// The monitor takes idle connections (a probe or a capture on one, reap's
-// look at all of them) only while no statement is looking for one, and a
-// statement that looks while the monitor holds some waits for them (one
-// round trip at most: a probe's query gives up within ProbeTimeout), so
-// that a statement never makes the pool dial one more, nor takes an older
-// idle one it must ping, because the monitor happened to hold the one it
-// would have used. Each side announces itself before it looks at the
-// other (held, borrowing): one of them sees the other. Only such a
-// collision costs a statement more than two atomic operations.
-
-// holdIdle announces that the monitor is about to take idle connections
-// and returns the channel to close (unhold) when they are back, or nil:
-// a statement is looking for a connection, or the monitor holds some.
-func (hp *hostPool) holdIdle() *chan struct{} {
-	back := make(chan struct{})
-	if !hp.held.CompareAndSwap(nil, &back) {
-		return nil
-	}
-	if hp.borrowing.Load() > 0 {
-		hp.unhold(&back)
-		return nil
-	}
-	return &back
-}
-
-// unhold ends what holdIdle began.
-func (hp *hostPool) unhold(back *chan struct{}) {
-	if hp.held.CompareAndSwap(back, nil) {
+	if back := hp.monitorBack.Swap(nil); back != nil {
 		close(*back)
 	}
 }
 
-// beginBorrow announces a statement looking for a connection and waits,
-// while the monitor holds some, for it to give them back or for ctx to
-// end. The caller decrements borrowing once puddle answered.
-func (hp *hostPool) beginBorrow(ctx context.Context) {
-	hp.borrowing.Add(1)
-	if back := hp.held.Load(); back != nil {
-		select {
-		case <-*back:
-		case <-ctx.Done():
-		}
+// awaitMonitor waits, while the pool has no idle connection and the
+// monitor holds one, for the monitor to give it back (one round trip;
+// its query gives up within ProbeTimeout), or for ctx to end: the
+// statement then takes that connection instead of making the pool dial
+// one more because a probe happened to run on the idle one. Only such a
+// collision costs more than two atomic loads.
+func (hp *hostPool) awaitMonitor(ctx context.Context) {
+	back := hp.monitorBack.Load()
+	if back == nil || hp.idle.Load() > 0 {
+		return
+	}
+	select {
+	case <-*back:
+	case <-ctx.Done():
 	}
 }
 
@@ -296,7 +252,7 @@ func (hp *hostPool) beginBorrow(ctx context.Context) {
 func (hp *hostPool) statementStat() (lent int64, inUse bool) {
 	s := hp.pool.Stat()
 	held := int32(0)
-	if hp.held.Load() != nil {
+	if hp.monitorBack.Load() != nil {
 		held = 1
 	}
 	return s.AcquireCount() - hp.monitorLent.Load(), s.AcquiredResources() > held
@@ -433,16 +389,8 @@ func (hp *hostPool) releaseAs(res *puddle.Resource[*physical], err error, byStat
 	res.Release()
 }
 
-// reap closes connections idle or alive too long. The monitor calls it;
-// it skips a turn while a statement looks for a connection (holdIdle),
-// unless the node is retired: then its idle connections go at once.
+// reap closes connections idle or alive too long. The monitor calls it.
 func (hp *hostPool) reap() {
-	back := hp.holdIdle()
-	if back != nil {
-		defer hp.unhold(back)
-	} else if !hp.node.retired.Load() {
-		return // a statement is looking for one: next time
-	}
 	// puddle hands the idle connections out newest first, and each one
 	// given back goes on top: give them back oldest first, so that the
 	// next statement still gets the newest (warm: no ping, its prepared

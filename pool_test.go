@@ -48,34 +48,6 @@ func TestStatementWaitsForTheMonitorsConnection(t *testing.T) {
 	statementWaitsFor(t, mc, hp, func() { hp.giveBack(res, nil) })
 }
 
-// TestMonitorLeavesIdleConnectionsToABorrower: while a statement looks
-// for a connection, the monitor takes no idle one (neither lends one to a
-// probe nor reaps), and a statement that looks after the monitor
-// announced a take waits for it instead of dialling: whichever side
-// announces itself first, the other sees it.
-func TestMonitorLeavesIdleConnectionsToABorrower(t *testing.T) {
-	mc, hp := primaryWithOneIdle(t)
-
-	hp.borrowing.Add(1) // a statement between looking and puddle's answer
-	if res := hp.lendIdle(); res != nil {
-		t.Error("the monitor took the idle connection a statement was about to borrow")
-		hp.giveBack(res, nil)
-	}
-	hp.maxIdle = time.Nanosecond // reap would close it now
-	hp.reap()
-	if got := hp.idle.Load(); got != 1 {
-		t.Errorf("reap took the idle connection a statement was about to borrow: %d idle", got)
-	}
-	hp.borrowing.Add(-1)
-	hp.maxIdle = 0
-
-	back := hp.holdIdle() // the monitor announced a take, not made yet
-	if back == nil {
-		t.Fatal("the monitor could not announce a take with no statement looking")
-	}
-	statementWaitsFor(t, mc, hp, func() { hp.unhold(back) })
-}
-
 // TestReapKeepsTheNewestConnectionFirst: the monitor's look at the idle
 // connections (after every probe) leaves them in the order statements
 // take them, newest first; it used to reverse it, so that after a probe
