@@ -76,7 +76,7 @@ func (r *router) acquire(ctx context.Context, pl *plan, inFlight bool, step *acq
 			}
 		}
 		*step = stepReplica
-		if pl.flightsBehind == 1 && inFlight && pl.unproven() && !pl.replicasLate(true, time.Now()) {
+		if pl.flightsBehind == 1 && inFlight && pl.unproven() && !pl.replicasLate(true, time.Now(), &r.primaryLSNs) {
 			// The replica was a moment behind the write (its flight crossed
 			// the write's WAL on its way): one more flight, which costs a
 			// round trip as a primary read would, before the primary or a

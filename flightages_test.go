@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/lagtrack"
 	"github.com/pgreplica/pgreplica/internal/monoclock"
 )
 
@@ -75,27 +76,27 @@ func TestReplicasLateLearned(t *testing.T) {
 	top := snapshot(spec{role: rolePrimary}, spec{role: roleReplica, replay: 1000}, spec{role: roleReplica, replay: 1000})
 	top.nodes[0].n.observeRTT(200 * time.Microsecond)
 	pl := plan{topo: top, read: true, pendingWriteAt: now.Add(-30 * time.Microsecond)}
-	if pl.replicasLate(true, now) {
+	if pl.replicasLate(true, now, new(lagtrack.Tracker)) {
 		t.Fatal("late with nothing learned and no lag")
 	}
 	top.nodes[1].n.flights.behind(30*time.Microsecond, 150*time.Microsecond, monoclock.Of(now))
-	if pl.replicasLate(true, now) {
+	if pl.replicasLate(true, now, new(lagtrack.Tracker)) {
 		t.Error("late while the other replica may have it")
 	}
 	top.nodes[2].n.flights.behind(40*time.Microsecond, 150*time.Microsecond, monoclock.Of(now))
-	if !pl.replicasLate(true, now) {
+	if !pl.replicasLate(true, now, new(lagtrack.Tracker)) {
 		t.Error("not late though every replica's flights found it behind older writes")
 	}
 	for range 40 {
 		top.nodes[2].n.flights.shown(20*time.Microsecond, monoclock.Of(now))
 	}
-	if pl.replicasLate(true, now) {
+	if pl.replicasLate(true, now, new(lagtrack.Tracker)) {
 		t.Error("late though a replica showed a younger write")
 	}
 	// A session's read flies to the replica of its last read: its flights
 	// decide, whatever the others'.
 	pl.prefer = top.nodes[1].n
-	if !pl.replicasLate(true, now) {
+	if !pl.replicasLate(true, now, new(lagtrack.Tracker)) {
 		t.Error("not late though the session's replica's flights found it behind older writes")
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/puddle/v2"
 
+	"github.com/pgreplica/pgreplica/internal/lagtrack"
 	"github.com/pgreplica/pgreplica/internal/monoclock"
 )
 
@@ -30,7 +31,7 @@ import (
 func (r *router) readAfterWrite(ctx context.Context, pl *plan, beside bool) (l lease, ok bool, err error) {
 	m := pl.topo.marks
 	if m.Covered() < pl.pending {
-		if pl.replicasLate(beside, time.Now()) {
+		if pl.replicasLate(beside, time.Now(), &r.primaryLSNs) {
 			if l, ok := r.recentWriteOnPrimary(ctx, pl); ok {
 				return l, true, nil
 			}
@@ -127,7 +128,7 @@ func (r *router) settleLater(ctx context.Context, pl *plan) error {
 // Otherwise the
 // position costs a round trip of its own before the read, and a write
 // younger than youngWrite is taken to be on no replica yet.
-func (pl *plan) replicasLate(beside bool, now time.Time) bool {
+func (pl *plan) replicasLate(beside bool, now time.Time, primary *lagtrack.Tracker) bool {
 	if pl.pendingWriteAt.IsZero() {
 		return false // only a session read's bound is pending: resolved, never sent to the primary
 	}
@@ -148,10 +149,12 @@ func (pl *plan) replicasLate(beside bool, now time.Time) bool {
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
 		if v.n.endpoint.Load() {
-			// An endpoint's lag, pause and apply delay are those of the
-			// one server its probe reached (as in futile): another behind
-			// it may have the write.
-			return false
+			// The probe reached one server behind it: each server's own
+			// looks decide (serverlag.go).
+			if !v.n.serversLate(ahead, now, primary) {
+				return false
+			}
+			continue
 		}
 		if !v.status.paused && max(v.lag, v.status.applyDelay) <= ahead && !v.n.flights.late(age, at) {
 			return false // a paused replica replays nothing: late
@@ -222,10 +225,12 @@ func (r *router) futile(ctx context.Context, pl *plan) (futile, paused bool) {
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
 		if v.n.endpoint.Load() {
-			// An endpoint's lag, pause and apply delay are those of the
-			// one server its probe reached: another behind it may serve
-			// the read.
-			return false, false
+			// The probe reached one server behind it: each server's own
+			// looks decide (serverlag.go).
+			if !v.n.serversFutile(pl.need, passed, deadline, now, &r.primaryLSNs) {
+				return false, false
+			}
+			continue
 		}
 		if v.status.paused && LSN(v.n.replay.Load()) < pl.need {
 			paused = true
@@ -313,12 +318,28 @@ func (r *router) checkReplicas(ctx context.Context, pl *plan, best *LSN) (lease,
 
 // checkNode checks replica n's replay on a connection of its and leases
 // that connection when it has replayed what the plan needs. Behind an
-// endpoint each connection may reach another server: one found behind is
-// held while a few more are tried (serverTries), so that the next borrow
-// does not hand back the same one.
+// endpoint each connection may reach another server: one found behind,
+// or whose server is known to be too late, is held while a few more are
+// tried (serverTries), so that the next borrow does not hand back the
+// same one.
 func (r *router) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (lease, bool) {
 	var inTx bool
 	res, _ := r.onServers(ctx, n, func(p *physical) (bool, error) {
+		if srv := p.servedBy(); srv != nil && n.endpoint.Load() {
+			// What is known of this connection's server may settle it
+			// without a round trip (serverlag.go).
+			need, now := max(pl.need, r.needOn(pl, n)), time.Now()
+			if LSN(srv.replay.Load()) >= need {
+				return true, nil
+			}
+			passed, ok := r.primaryLSNs.PassedAt(uint64(need))
+			if !ok {
+				passed = now
+			}
+			if srv.tooLate(need, passed, pl.waitDeadline(ctx), now, &r.primaryLSNs) {
+				return false, nil
+			}
+		}
 		r.metrics.replayChecks.Add(1)
 		replay, tx, err := checkReplay(ctx, p)
 		if err == nil {

@@ -144,6 +144,9 @@ func (m *monitor) applyStatus(n *node, st *nodeStatus) {
 	}
 	if st.role == roleReplica {
 		n.observeOn(st.server, st.lsn)
+		if st.server != nil && n.endpoint.Load() {
+			st.server.sawProbe(st)
+		}
 	}
 	if st.role == rolePrimary {
 		m.marks.markStart(st)

@@ -57,6 +57,8 @@ type server struct {
 	replay atomic.Uint64
 	// seen is when a connection or a probe last reached it (unix ns).
 	seen atomic.Int64
+	// look is the latest look at it behind an endpoint (serverlag.go).
+	look atomic.Pointer[serverLook]
 }
 
 // servers are the incarnations a node's connections and probes reached:
@@ -228,6 +230,7 @@ func (n *node) observeOn(srv *server, l LSN) {
 		}
 	default:
 		atomicMax(&srv.replay, uint64(l))
+		srv.sawReplay(l, time.Now())
 		n.replay.Store(uint64(n.knownForAll()))
 	}
 }

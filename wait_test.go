@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/pgreplica/pgreplica/internal/lagtrack"
 )
 
 // TestFutileWaitPrediction: a wait no replica is predicted to end before
@@ -162,7 +164,7 @@ func TestReplicasLatePrediction(t *testing.T) {
 			top.nodes[1].n.endpoint.Store(tc.endpoint)
 			top.nodes[1].status.paused = tc.paused
 			pl := plan{topo: top, read: true, pendingWriteAt: now.Add(-tc.age)}
-			if got := pl.replicasLate(tc.beside, now); got != tc.late {
+			if got := pl.replicasLate(tc.beside, now, new(lagtrack.Tracker)); got != tc.late {
 				t.Errorf("replicasLate = %v, want %v", got, tc.late)
 			}
 		})
