@@ -106,11 +106,43 @@ func TestShapes(t *testing.T) {
 		}
 		judgeShapeRun(t, name, &m)
 	})
+	logEndpointThroughput(t, results)
 	var b strings.Builder
 	if err := WriteMatrix(&b, results); err != nil {
 		t.Error(err)
 	}
 	t.Log("deployment shapes (RYW: read-your-writes violations; mono: monotonic-read violations on own and others' rows):\n" + b.String())
+}
+
+// endpointPeers pairs each endpoint shape with the per-node shape whose
+// pooling it shares: the HAProxy reader endpoint with a PgBouncer per
+// node in session mode (one proxy hop, a server connection per client
+// connection), PgBouncer in transaction mode over the endpoint with one
+// per node in transaction mode.
+var endpointPeers = map[Shape]Shape{ShapeEndpoint: ShapeBouncerSession, ShapeBouncerEndpoint: ShapeBouncerTx}
+
+// logEndpointThroughput logs, for each target run through an endpoint
+// shape and through its per-node peer, the endpoint's operations as a
+// share of the peer's: behind an endpoint a lagging server is to cost
+// no more waits than a lagging node (a measurement, not a verdict: the
+// runs are short and share a loaded machine).
+func logEndpointThroughput(t *testing.T, results []MatrixRun) {
+	ops := map[[2]string]int{}
+	for _, m := range results {
+		if m.Report != nil {
+			ops[[2]string{string(m.Shape), m.Name()}] = len(m.Report.History.Ops)
+		}
+	}
+	for _, m := range results {
+		peer, ok := endpointPeers[m.Shape]
+		if !ok || m.Report == nil {
+			continue
+		}
+		if base := ops[[2]string{string(peer), m.Name()}]; base > 0 {
+			t.Logf("%s/%s: %d operations, %.2f× %s's %d", m.Shape, m.Name(), len(m.Report.History.Ops),
+				float64(len(m.Report.History.Ops))/float64(base), peer, base)
+		}
+	}
 }
 
 // judgeShapeRun applies TestConsistency's verdict to one run of the
