@@ -150,7 +150,7 @@ func (pl *plan) replicasLate(beside bool, now time.Time, primary *lagtrack.Track
 		v := &pl.topo.nodes[set.nth(0)]
 		if v.n.endpoint.Load() {
 			// The probe reached one server behind it: each server's own
-			// looks decide (serverlag.go).
+			// looks decide (server.go, serverLook).
 			if !v.n.serversLate(ahead, now, primary) {
 				return false
 			}
@@ -226,7 +226,7 @@ func (r *router) futile(ctx context.Context, pl *plan) (futile, paused bool) {
 		v := &pl.topo.nodes[set.nth(0)]
 		if v.n.endpoint.Load() {
 			// The probe reached one server behind it: each server's own
-			// looks decide (serverlag.go).
+			// looks decide (server.go, serverLook).
 			if !v.n.serversFutile(pl.need, passed, deadline, now, &r.primaryLSNs) {
 				return false, false
 			}
@@ -327,7 +327,7 @@ func (r *router) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (l
 	res, _ := r.onServers(ctx, n, func(p *physical) (bool, error) {
 		if srv := p.servedBy(); srv != nil && n.endpoint.Load() {
 			// What is known of this connection's server may settle it
-			// without a round trip (serverlag.go).
+			// without a round trip (server.go, serverLook).
 			need, now := max(pl.need, r.needOn(pl, n)), time.Now()
 			if LSN(srv.replay.Load()) >= need {
 				return true, nil
