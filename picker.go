@@ -33,9 +33,11 @@ type Candidates struct {
 
 // candidateNodes is what Candidates read a replica's figures from: the
 // topology snapshot the read is routed on (topology.candidate). Only
-// At asks it, so the default policy, which needs only Len, never does.
+// At asks for a whole Candidate; the default policy asks only whether
+// one replica is running anything.
 type candidateNodes interface {
 	candidate(i int) Candidate
+	running(i int) int64
 }
 
 // Len returns the number of candidates.
@@ -43,6 +45,9 @@ func (c Candidates) Len() int { return c.set.len() }
 
 // At returns candidate i, 0 ≤ i < Len().
 func (c Candidates) At(i int) Candidate { return c.nodes.candidate(c.set.nth(i)) }
+
+// idle reports whether candidate i runs no statement now.
+func (c Candidates) idle(i int) bool { return c.nodes.running(c.set.nth(i)) == 0 }
 
 // Picker chooses the replica for one read. Pick returns an index in
 // [0, c.Len()); anything else means the first candidate. It runs on every
@@ -73,10 +78,25 @@ func newPicker(p Policy) Picker {
 	return new(roundRobin)
 }
 
-// roundRobin spreads reads evenly.
+// turnReads is how many reads a replica's turn lasts.
+const turnReads = 16
+
+// roundRobin spreads reads evenly: the replicas take turns of turnReads
+// reads, and a read whose turn's replica is busy goes to the next in
+// plain rotation. A server that answers reads one after another answers
+// each sooner than two that take them alternately (each waits idle,
+// and on a loopback machine sleeps, for the other's answer): a process
+// reading one at a time pays that on every read; one reading many at
+// once finds the turn's replica busy and spreads read by read.
 type roundRobin struct{ next atomic.Uint64 }
 
-func (r *roundRobin) Pick(c Candidates) int { return int(r.next.Add(1) % uint64(c.Len())) }
+func (r *roundRobin) Pick(c Candidates) int {
+	n := r.next.Add(1)
+	if turn := int(n / turnReads % uint64(c.Len())); c.idle(turn) {
+		return turn
+	}
+	return int(n % uint64(c.Len()))
+}
 
 // pickLeastLag takes the least time lag; replay positions break ties
 // (they are cached at different moments, so alone they can mislead).

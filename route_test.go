@@ -10,13 +10,14 @@ import (
 // TestSessionReadsStayOnTheirReplica: a session's reads keep to the
 // replica of its last read (affinity), where replay only moves forward,
 // so they need no bound on the previous read and cost one statement each,
-// while reads without a session spread round robin.
+// while reads without a session spread round robin (in turns of
+// turnReads reads each, read one at a time).
 func TestSessionReadsStayOnTheirReplica(t *testing.T) {
 	mc := newMockCluster(t, 2, nil)
 	mc.mocks[1].MatchExpectationsInOrder(false)
 	mc.mocks[2].MatchExpectationsInOrder(false)
 	ctx := WithSession(context.Background(), NewSession())
-	for range 8 {
+	for range 4 + 2*turnReads {
 		mc.mocks[1].ExpectQuery("SELECT v FROM t").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(1))
 		mc.mocks[2].ExpectQuery("SELECT v FROM t").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(2))
 	}
@@ -32,7 +33,7 @@ func TestSessionReadsStayOnTheirReplica(t *testing.T) {
 	if len(seen) != 1 {
 		t.Errorf("a session's reads went to replicas %v, want one", seen)
 	}
-	for range 4 {
+	for range 2 * turnReads {
 		var v int
 		if err := mc.db.QueryRow("SELECT v FROM t").Scan(&v); err != nil {
 			t.Fatal(err)

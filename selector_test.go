@@ -148,13 +148,36 @@ func TestPickers(t *testing.T) {
 	pl := plan{topo: top}
 	set := pl.replicas(true)
 
+	// Read one at a time, the replicas take turns of turnReads reads.
 	seen := map[int]int{}
+	var order []int
 	rr := newPicker(PolicyRoundRobin)
+	for range 3 * turnReads {
+		k := pick(rr, top, set)
+		seen[k]++
+		if len(order) == 0 || order[len(order)-1] != k {
+			order = append(order, k)
+		}
+	}
+	if len(seen) != 3 || seen[1] != turnReads || seen[2] != turnReads || seen[3] != turnReads {
+		t.Errorf("round robin spread %v, want %d each", seen, turnReads)
+	}
+	if len(order) != 4 { // the first turn is one read short, its last read begins the next round
+		t.Errorf("round robin took the replicas in the order %v, want turns", order)
+	}
+	// With every replica busy, reads go round read by read.
+	for i := 1; i <= 3; i++ {
+		top.nodes[i].n.inflight.Add(1)
+	}
+	seen = map[int]int{}
 	for range 30 {
 		seen[pick(rr, top, set)]++
 	}
-	if len(seen) != 3 || seen[1] != 10 || seen[2] != 10 || seen[3] != 10 {
-		t.Errorf("round robin spread %v, want 10 each", seen)
+	if seen[1] != 10 || seen[2] != 10 || seen[3] != 10 {
+		t.Errorf("round robin over busy replicas spread %v, want 10 each", seen)
+	}
+	for i := 1; i <= 3; i++ {
+		top.nodes[i].n.inflight.Add(-1)
 	}
 	if got := pick(newPicker(PolicyLeastLag), top, set); got != 2 {
 		t.Errorf("least lag picked %d, want 2 (least lag, then highest replay)", got)

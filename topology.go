@@ -362,6 +362,9 @@ const (
 	rejectUnchecked              // a read that cannot check its connection (a hedge), on an endpoint or behind a pooler
 )
 
+// running is the number of statements node i runs now.
+func (t *topology) running(i int) int64 { return t.nodes[i].n.inflight.Load() }
+
 // candidate returns node i as a Picker sees it (Candidates.At).
 func (t *topology) candidate(i int) Candidate {
 	v := &t.nodes[i]

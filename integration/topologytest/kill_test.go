@@ -101,7 +101,7 @@ func killReplica(t *testing.T, c *integration.Cluster, inner string) {
 	awaitCaughtUp(t, ctx, c, cn)
 	// Pooled connections to both replicas, so the kill leaves dead ones in
 	// the pool for the router to trip over.
-	if seen := spread(t, pgreplica.WithEventual(ctx), db, c, 10); seen[1] == 0 || seen[2] == 0 {
+	if seen := spread(t, pgreplica.WithEventual(ctx), db, c, 40); seen[1] == 0 || seen[2] == 0 {
 		t.Fatalf("warm-up reads went to %v, want both replicas", seen)
 	}
 	loops := startReadLoops(db, c, map[string]context.Context{

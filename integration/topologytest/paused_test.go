@@ -26,7 +26,7 @@ func TestPausedReplicaRouting(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		awaitCaughtUp(t, ctx, cluster, cn)
 		pauseReplay(t, cluster, 1)
-		seen := spread(t, ev, db, cluster, 10)
+		seen := spread(t, ev, db, cluster, 40)
 		ns := status(t, cn, cluster, 1)
 		if ns.LagBytes == 0 {
 			if seen[1] == 0 || seen[2] == 0 || seen[0] > 0 {
@@ -112,7 +112,7 @@ func TestPausedReplicaRouting(t *testing.T) {
 	}
 	w.stop(t)
 	awaitCaughtUp(t, ctx, cluster, cn)
-	if seen := spread(t, ev, db, cluster, 10); seen[1] == 0 || seen[2] == 0 || seen[0] > 0 {
+	if seen := spread(t, ev, db, cluster, 40); seen[1] == 0 || seen[2] == 0 || seen[0] > 0 {
 		t.Errorf("eventual reads after resume went to %v, want both replicas", seen)
 	}
 }

@@ -66,7 +66,7 @@ func TestUnprivilegedRole(t *testing.T) {
 		if seen := spread(t, sctx, db, c, 10); seen[0] != 0 {
 			t.Errorf("session reads of a caught-up cluster went to %v, want replicas only", seen)
 		}
-		if seen := spread(t, pgreplica.WithEventual(ctx), db, c, 20); seen[1] == 0 || seen[2] == 0 {
+		if seen := spread(t, pgreplica.WithEventual(ctx), db, c, 40); seen[1] == 0 || seen[2] == 0 {
 			t.Errorf("eventual reads went to %v, want both replicas", seen)
 		}
 		tx, err := db.BeginTx(ctx, nil)
