@@ -143,7 +143,7 @@ type Policy int
 
 // Selection policies.
 const (
-	PolicyRoundRobin Policy = iota // default
+	PolicyRoundRobin Policy = iota // default: in turns of 16 reads; read by read when the turn's replica is busy
 	PolicyRandom
 	PolicyLeastLag
 	PolicyLatency // EWMA round-trip time window, then power of two choices
