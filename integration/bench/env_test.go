@@ -71,7 +71,8 @@ type env struct {
 	session *pgreplica.Session
 	token   pgreplica.Token // session's position, parsed back from its string
 	// spread is pgreplica with the default replica choice: round robin
-	// over both replicas.
+	// over both replicas. It wrote once too, without a session, and the
+	// router knows every replica replayed that write.
 	spread *sql.DB
 	// writer is pgreplica for writes, apart from reader so that its
 	// writes never raise reader's process watermark.
@@ -145,6 +146,13 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 	if _, err := e.reader.ExecContext(seedCtx, e.insertSQL, "seed"); err != nil {
 		tb.Fatal(err)
 	}
+	if _, err := e.spread.ExecContext(ctx, e.insertSQL, "seed"); err != nil {
+		tb.Fatal(err)
+	}
+	var written pgreplica.LSN
+	if err := e.primary.QueryRowContext(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&written); err != nil {
+		tb.Fatal(err)
+	}
 	var err error
 	if !sessionless() {
 		if e.token, err = pgreplica.ParseToken(e.session.Token()); err != nil {
@@ -159,6 +167,12 @@ func newEnv(tb testing.TB, drv string, ep endpoints, table string, params ...str
 		tb.Fatal(err)
 	}
 	if err := routerCaughtUp(ctx, c, e.session.LSN()); err != nil {
+		tb.Fatal(err)
+	}
+	if c, err = pgreplica.ConnectorOf(ctx, e.spread); err != nil {
+		tb.Fatal(err)
+	}
+	if err := routerCaughtUp(ctx, c, written); err != nil {
 		tb.Fatal(err)
 	}
 	return e
@@ -258,9 +272,7 @@ var (
 			return pgreplica.WithEventual(ctx), e.reader
 		},
 	}
-	// readSpread alternates between the two replicas. On this machine
-	// the three servers share two cores, so waking a different backend
-	// each time costs latency that separate replica hosts would not.
+	// readSpread reads both replicas, taken by round robin (in turns).
 	readSpread = workload{
 		name: "ReadEventualSpread", run: readRow, replicaRead: true, direct: onReplica,
 		routed: func(ctx context.Context, e *env) (context.Context, *sql.DB) {
@@ -279,6 +291,12 @@ var (
 	readProcess = workload{
 		name: "ReadProcess", run: readRow, replicaRead: true, direct: onReplica,
 		routed: func(ctx context.Context, e *env) (context.Context, *sql.DB) { return ctx, e.reader },
+	}
+	// readProcessSpread is the read a new user's program makes: the
+	// default consistency and replica choice, on a handle that wrote.
+	readProcessSpread = workload{
+		name: "ReadProcessSpread", run: readRow, replicaRead: true, direct: onReplica,
+		routed: func(ctx context.Context, e *env) (context.Context, *sql.DB) { return ctx, e.spread },
 	}
 	// readToken carries the session's position as a token, as a request
 	// that brought it in a cookie or header would.
@@ -319,7 +337,7 @@ var (
 	connStmt = workload{
 		name: "ConnStmtInTx", run: connStmtsInTx, direct: onPrimary, routed: onWriter,
 	}
-	workloads = []workload{readEventual, readSpread, readSpreadBoth, readProcess, readToken, readSession, insertExec, insertReturning, readOnlyTx, readWriteTx, txStmt, connStmt}
+	workloads = []workload{readEventual, readSpread, readSpreadBoth, readProcess, readProcessSpread, readToken, readSession, insertExec, insertReturning, readOnlyTx, readWriteTx, txStmt, connStmt}
 )
 
 // connStmts are a *sql.Conn of one handle and the statements prepared on
