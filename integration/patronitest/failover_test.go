@@ -77,6 +77,7 @@ func TestPatroniFailover(t *testing.T) {
 	}
 	w := newWorkload(openRouter(t, c), c, *sessions, keys, uint64(time.Now().UnixNano()), marking(t))
 	roles := c.WatchRoles(20 * time.Millisecond)
+	writerPort := c.WatchHAProxy(20 * time.Millisecond)
 	run := time.Now()
 	w.start()
 	stopped := false
@@ -89,6 +90,7 @@ func TestPatroniFailover(t *testing.T) {
 	}
 	defer halt()
 	defer roles.Stop()
+	defer writerPort.Stop()
 
 	var faults []fault
 	// nemesis lets the workload run, then runs do, which injects a fault
@@ -155,6 +157,10 @@ func TestPatroniFailover(t *testing.T) {
 	ops := halt()
 	ended := time.Now()
 	events := roles.Stop()
+	var routed []patroni.WriterChange
+	if *via == "haproxy" {
+		routed = writerPort.Stop()
+	}
 
 	final, err := c.WaitHealthy(ctx, 2)
 	if err != nil {
@@ -166,7 +172,7 @@ func TestPatroniFailover(t *testing.T) {
 	}
 	promotions := patroni.Promotions(events)
 	out := analyse(ops, fs, promotions, events, c)
-	report(t, out, faults, promotions, events, w, run, ended)
+	report(t, out, faults, promotions, events, routed, w, run, ended)
 	t.Logf("run time: %s (cluster start %s, workload %s, check %s)", time.Since(began).Round(time.Millisecond),
 		started.Sub(began).Round(time.Millisecond), ended.Sub(run).Round(time.Millisecond), time.Since(ended).Round(time.Millisecond))
 
@@ -289,7 +295,7 @@ func dwellFor(ctx context.Context, d time.Duration) {
 
 // report logs what the run showed.
 func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Promotion, events []patroni.RoleEvent,
-	w *workload, began, ended time.Time) {
+	routed []patroni.WriterChange, w *workload, began, ended time.Time) {
 	t.Helper()
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -352,10 +358,17 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 			continue // the first primary seen
 		}
 		line := fmt.Sprintf("  promotion of m%d to timeline %d seen at %s", pr.Member, pr.Timeline, pr.At.Format("15:04:05.000"))
-		if o, ok := firstWriteAfter(out.ops, pr.At, pr.Member); ok {
+		o, wrote := firstWriteAfter(out.ops, pr.At, pr.Member)
+		if wrote {
 			line += fmt.Sprintf(": first successful write on it %s later", o.End.Sub(pr.At).Round(time.Millisecond))
 		} else {
 			line += ": no successful write on it"
+		}
+		// Through HAProxy no client reaches the new primary before its
+		// checks let it: what the client adds is counted from there.
+		if at, ok := patroni.WriterUpAfter(routed, pr.At, pr.Member); ok && wrote {
+			line += fmt.Sprintf(" (HAProxy's writer port took it %s after the promotion, the write %s after that)",
+				at.Sub(pr.At).Round(time.Millisecond), max(o.End.Sub(at), 0).Round(time.Millisecond))
 		}
 		p("%s", line)
 	}
