@@ -367,8 +367,12 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 		// Through HAProxy no client reaches the new primary before its
 		// checks let it: what the client adds is counted from there.
 		if at, ok := patroni.WriterUpAfter(routed, pr.At, pr.Member); ok && wrote {
-			line += fmt.Sprintf(" (HAProxy's writer port took it %s after the promotion, the write %s after that)",
-				at.Sub(pr.At).Round(time.Millisecond), max(o.End.Sub(at), 0).Round(time.Millisecond))
+			d, when := o.End.Sub(at), "after"
+			if d < 0 {
+				d, when = -d, "before" // a connection through the reader port found it promoted
+			}
+			line += fmt.Sprintf(" (HAProxy's writer port took it %s after the promotion, the write came %s %s that)",
+				at.Sub(pr.At).Round(time.Millisecond), d.Round(time.Millisecond), when)
 		}
 		p("%s", line)
 	}
