@@ -15,11 +15,13 @@ import (
 const rtTable = "rt_bench_marker"
 
 // rtOps is how many times each operation runs while counting, after
-// rtWarmup runs that open the connections (a handle that alternates
-// between the replicas needs one on each) and fill the statement caches.
+// rtWarmup runs that open the connections and fill the statement caches.
+// A handle that spreads reads needs a connection on each replica, and
+// round robin takes an idle replica for a turn of 16 reads: 40 runs cross
+// two turns.
 const (
 	rtOps    = 10
-	rtWarmup = 6
+	rtWarmup = 40
 )
 
 // cost is what one operation made the client and the servers do.

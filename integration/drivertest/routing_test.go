@@ -44,8 +44,10 @@ func TestRouting(t *testing.T) {
 			if n := servedBy(t, db, ctx, "SELECT inet_server_port()"); n == primary {
 				t.Fatalf("a plain SELECT ran on the primary")
 			}
+			// Round robin takes an idle replica for a turn of 16 reads:
+			// 40 reads cross two turns.
 			seen := map[int]bool{}
-			for range 6 {
+			for range 40 {
 				n := servedBy(t, db, pgreplica.WithEventual(ctx), "SELECT inet_server_port()")
 				if n == primary {
 					t.Fatalf("a plain SELECT ran on the primary")

@@ -29,11 +29,12 @@ func TestPartition(t *testing.T) {
 	f := setup(t, 1, "pgreplica_connect_timeout=1s")
 	ctx := testCtx(t, 3*time.Minute)
 
-	// Both replicas serve (round robin), so the pool holds connections to
-	// replica 1 that the partition leaves half-open.
-	seen := f.reads(ctx, 20, time.Second)
+	// Both replicas serve (round robin, in turns of 16 reads while they
+	// are idle), so the pool holds connections to replica 1 that the
+	// partition leaves half-open.
+	seen := f.reads(ctx, 40, time.Second)
 	if seen[1] == 0 || seen[2] == 0 {
-		t.Fatalf("before the partition 20 reads went to %v, want both replicas", seen)
+		t.Fatalf("before the partition 40 reads went to %v, want both replicas", seen)
 	}
 
 	if err := f.p.Blackhole(); err != nil {
