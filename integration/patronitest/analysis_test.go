@@ -364,3 +364,28 @@ func failuresBetween(ops []op, kind checker.OpKind, from, to time.Time) int {
 	}
 	return n
 }
+
+// firstReadOn returns the first successful read on member m that started
+// at or after t.
+func firstReadOn(ops []op, t time.Time, m int) (op, bool) {
+	var best op
+	found := false
+	for _, o := range ops {
+		if o.Kind == checker.OpRead && o.Err == nil && o.Node == m && !o.Start.Before(t) && (!found || o.End.Before(best.End)) {
+			best, found = o, true
+		}
+	}
+	return best, found
+}
+
+// readsOnAfter counts the successful reads on member m that started at or
+// after t.
+func readsOnAfter(ops []op, t time.Time, m int) int {
+	n := 0
+	for _, o := range ops {
+		if o.Kind == checker.OpRead && o.Err == nil && o.Node == m && !o.Start.Before(t) {
+			n++
+		}
+	}
+	return n
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,8 @@ var (
 		"flushed it (then no acknowledged write may be lost, with synchronous_mode off too)")
 	nfaults = flag.Int("patroni.faults", 3, "faults the nemesis injects, in turn a switchover, a kill -9 of the leader and (with -patroni.freeze) "+
 		"a freeze of the leader past its TTL")
+	membership = flag.Bool("patroni.membership", false, "after those, add a member while the workload runs and remove a replica "+
+		"(the added one unless it leads): with -patroni.via discovery or haproxy the added member must serve reads")
 )
 
 // fault is one thing the nemesis did.
@@ -110,8 +113,15 @@ func TestPatroniFailover(t *testing.T) {
 			t.Fatalf("after the %s: %v", kind, err)
 		}
 		f.healthy = time.Now()
-		t.Logf("%s: m%d → m%d, new leader after %s, healthy after %s", kind, f.from, f.to,
-			f.leader.Sub(f.began).Round(time.Millisecond), f.healthy.Sub(f.began).Round(time.Millisecond))
+		switch kind {
+		case kindAdd:
+			t.Logf("%s: m%d streaming after %s", kind, f.to, f.leader.Sub(f.began).Round(time.Millisecond))
+		case kindRemove:
+			t.Logf("%s: m%d gone after %s", kind, f.from, f.leader.Sub(f.began).Round(time.Millisecond))
+		default:
+			t.Logf("%s: m%d → m%d, new leader after %s, healthy after %s", kind, f.from, f.to,
+				f.leader.Sub(f.began).Round(time.Millisecond), f.healthy.Sub(f.began).Round(time.Millisecond))
+		}
 		faults = append(faults, f)
 	}
 	kinds := []struct {
@@ -148,6 +158,25 @@ func TestPatroniFailover(t *testing.T) {
 	}
 	if !*freeze {
 		kinds = kinds[:2]
+	}
+	if *membership {
+		kinds = append(kinds, []struct {
+			name string
+			do   func(f *fault) error
+		}{
+			{kindAdd, func(f *fault) (err error) {
+				f.from = -1
+				f.to, err = c.AddMember(ctx)
+				return err
+			}},
+			{kindRemove, func(f *fault) (err error) {
+				f.to = -1
+				if f.from, err = removable(ctx, c, faults); err != nil {
+					return err
+				}
+				return c.RemoveMember(ctx, f.from)
+			}},
+		}...)
 	}
 	for i := range *nfaults {
 		k := kinds[i%len(kinds)]
@@ -205,6 +234,39 @@ func TestPatroniFailover(t *testing.T) {
 	if out.replicaReads == 0 {
 		t.Errorf("no read ran on a replica")
 	}
+	for _, f := range faults {
+		if f.kind == kindAdd && *via != "members" {
+			if _, ok := firstReadOn(out.ops, f.leader, f.to); !ok {
+				t.Errorf("m%d, added while the workload ran, served no read", f.to)
+			}
+		}
+	}
+}
+
+// The membership faults (-patroni.membership).
+const (
+	kindAdd    = "add a member"
+	kindRemove = "remove a member"
+)
+
+// removable is the replica the nemesis removes: the member it added last,
+// unless that one leads now, else any replica.
+func removable(ctx context.Context, c *patroni.Cluster, done []fault) (int, error) {
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		return -1, err
+	}
+	for i := len(done) - 1; i >= 0; i-- {
+		if f := done[i]; f.kind == kindAdd && f.to != leader && slices.Contains(c.Live(), f.to) {
+			return f.to, nil
+		}
+	}
+	for _, m := range c.Live() {
+		if m != leader {
+			return m, nil
+		}
+	}
+	return -1, errors.New("no replica to remove")
 }
 
 // openRouter opens what the sessions run through (-patroni.router,
@@ -338,6 +400,10 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 			g.from.Format("15:04:05.000"), g.to.Format("15:04:05.000"))
 	}
 	for _, f := range faults {
+		if f.kind == kindAdd || f.kind == kindRemove {
+			reportMembership(p, out, f)
+			continue
+		}
 		p("  %s at %s: m%d → m%d; new leader accepted writes after %s, all replicas streaming after %s",
 			f.kind, f.began.Format("15:04:05.000"), f.from, f.to, f.leader.Sub(f.began).Round(time.Millisecond),
 			f.healthy.Sub(f.began).Round(time.Millisecond))
@@ -461,6 +527,26 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 		}
 		t.Logf("role changes seen:\n  %s", strings.Join(ev, "\n  "))
 	}
+}
+
+// reportMembership reports an added or removed member: when it streamed
+// or left, its first read, and what failed meanwhile.
+func reportMembership(p func(string, ...any), out *outcome, f fault) {
+	if f.kind == kindAdd {
+		line := fmt.Sprintf("  %s at %s: m%d streaming (and in HAProxy) after %s", f.kind, f.began.Format("15:04:05.000"),
+			f.to, f.leader.Sub(f.began).Round(time.Millisecond))
+		if o, ok := firstReadOn(out.ops, f.leader, f.to); ok {
+			line += fmt.Sprintf("; its first read %s after that", o.End.Sub(f.leader).Round(time.Millisecond))
+		} else {
+			line += "; no read on it"
+		}
+		p("%s", line)
+	} else {
+		p("  %s at %s: m%d out of /cluster after %s; reads on it after that: %d", f.kind, f.began.Format("15:04:05.000"),
+			f.from, f.leader.Sub(f.began).Round(time.Millisecond), readsOnAfter(out.ops, f.leader, f.from))
+	}
+	p("    failed during it: %d writes, %d reads", failuresBetween(out.ops, checker.OpWrite, f.began, f.healthy),
+		failuresBetween(out.ops, checker.OpRead, f.began, f.healthy))
 }
 
 func count(vs []checker.Violation, k checker.Kind) int {
