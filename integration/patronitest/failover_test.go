@@ -42,6 +42,8 @@ var (
 		"flushed it (then no acknowledged write may be lost, with synchronous_mode off too)")
 	nfaults = flag.Int("patroni.faults", 3, "faults the nemesis injects, in turn a switchover, a kill -9 of the leader and (with -patroni.freeze) "+
 		"a freeze of the leader past its TTL")
+	ownRows = flag.String("patroni.own", "session", "how a session writes and reads its own rows: session (with its Session, "+
+		"the checker's pgreplica-session target) or process (no Session: the driver's process consistency, the checker's pgreplica-process target)")
 	membership = flag.Bool("patroni.membership", false, "after those, add a member while the workload runs and remove a replica "+
 		"(the added one unless it leads): with -patroni.via discovery the added member must serve reads")
 )
@@ -67,6 +69,9 @@ type fault struct {
 // without a successful write and the time from each promotion to the first
 // write on the new leader.
 func TestPatroniFailover(t *testing.T) {
+	if *ownRows != "session" && *ownRows != "process" {
+		t.Fatalf("-patroni.own=%q: want session or process", *ownRows)
+	}
 	began := time.Now()
 	c := patroni.New(t, patroni.Options{SynchronousMode: *syncMode, DCS: *dcs})
 	started := time.Now()
@@ -373,7 +378,7 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 	}
 	name := *router
 	if *router != "naive" {
-		name += " (" + *innerDriver + ")"
+		name += " (" + *innerDriver + ", own rows with " + *ownRows + " consistency)"
 	}
 	p("Patroni run: %s through %s, synchronous_mode %s, %s DCS client, %d sessions, %d faults, %s of workload",
 		name, *via, mode, *dcs, *sessions, len(faults), ended.Sub(began).Round(time.Millisecond))

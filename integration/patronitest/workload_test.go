@@ -185,8 +185,16 @@ func (s *session) record(o op) op {
 func (s *session) begin(kind checker.OpKind, key checker.Key, path, role string) (op, context.Context, context.CancelFunc) {
 	// InSession marks the operations whose watermark is known, for
 	// checker.CheckWatermarks (every one carries the session).
-	o := op{Op: checker.Op{Kind: kind, Key: key, Path: path, Role: role, Node: -1, InSession: s.w.marks(s.id)}}
-	ctx, cancel := context.WithTimeout(pgreplica.WithSession(context.Background(), s.sess), opTimeout)
+	// With -patroni.own=process the session's own rows are written and
+	// read with no Session: the driver's process consistency answers
+	// for them, as the checker's pgreplica-process target does.
+	withSession := *ownRows == "session" || key.Owner != s.id
+	o := op{Op: checker.Op{Kind: kind, Key: key, Path: path, Role: role, Node: -1, InSession: withSession && s.w.marks(s.id)}}
+	ctx := context.Background()
+	if withSession {
+		ctx = pgreplica.WithSession(ctx, s.sess)
+	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	o.WatermarkBefore = s.mark
 	o.Start = time.Now()
 	return o, ctx, cancel
