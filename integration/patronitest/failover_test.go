@@ -23,6 +23,7 @@ import (
 	"github.com/pgreplica/pgreplica/integration/checker"
 	"github.com/pgreplica/pgreplica/integration/itest"
 	"github.com/pgreplica/pgreplica/integration/patroni"
+	"github.com/pgreplica/pgreplica/pgreplicapgx"
 )
 
 var (
@@ -37,6 +38,8 @@ var (
 		"haproxy (HAProxy's writer and reader ports, on Patroni's health checks) or discovery (one name PatroniLookup answers from the REST API)")
 	router = flag.String("patroni.router", "pgreplica", "the router under test: pgreplica, or naive (the baseline: plain pgx, writes to HAProxy's "+
 		"writer port, reads to its reader port, nothing to tell a fresh replica; its violations are reported, not failed)")
+	nativePgx = flag.Bool("patroni.pgx", false, "run the sessions through pgreplicapgx's native pool instead of database/sql "+
+		"(the checker's pgreplicapgx-session target; the inner driver is pgx)")
 	innerDriver = flag.String("patroni.driver", "pgx", "the inner driver of pgreplica's handle: pgx or pq (lib/pq)")
 	replicated  = flag.Int("patroni.replicated", 0, "make every write through pgreplica ask WithReplicated(ctx, n): acknowledged once n replicas "+
 		"flushed it (then no acknowledged write may be lost, with synchronous_mode off too)")
@@ -289,33 +292,56 @@ func openRouter(t *testing.T, c *patroni.Cluster) handles {
 	if *innerDriver != "pgx" && *innerDriver != "pq" {
 		t.Fatalf("-patroni.driver=%q: want pgx or pq", *innerDriver)
 	}
+	if *router != "pgreplica" {
+		t.Fatalf("-patroni.router=%q: want pgreplica or naive", *router)
+	}
+	if *nativePgx && *innerDriver != "pgx" {
+		t.Fatalf("-patroni.pgx runs pgx inside, not %q", *innerDriver)
+	}
 	withDriver := func(dsn string) string { return dsn + "&pgreplica_driver=" + *innerDriver }
-	var db *sql.DB
+	var cfg pgreplica.Config
+	var err error
 	switch *via {
 	case "members":
-		db, _ = itest.Open(t, withDriver(c.DSN()))
+		cfg, err = itest.ParseDSN(withDriver(c.DSN()))
 	case "haproxy":
-		db, _ = itest.Open(t, withDriver(c.HAProxyDSN()))
+		cfg, err = itest.ParseDSN(withDriver(c.HAProxyDSN()))
 	case "discovery":
 		var urls []string
 		for _, i := range c.Live() {
 			urls = append(urls, c.RESTAddr(i))
 		}
-		cfg, err := itest.ParseDSN(withDriver(c.DSN()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg, err = itest.ParseDSN(withDriver(c.DSN()))
 		cfg.Hosts = []pgreplica.Host{{Addr: "patroni-members"}}
 		cfg.LookupFunc = pgreplica.PatroniLookup("patroni-members", urls...)
-		db, _ = itest.OpenConfig(t, cfg)
 	default:
 		t.Fatalf("-patroni.via=%q: want members, haproxy or discovery", *via)
 	}
-	if *router != "pgreplica" {
-		t.Fatalf("-patroni.router=%q: want pgreplica or naive", *router)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if *nativePgx {
+		h := openPgx(t, cfg)
+		return handles{read: h, write: h}
+	}
+	db, _ := itest.OpenConfig(t, cfg)
 	db.SetMaxOpenConns(4 * *sessions)
-	return handles{read: db, write: db}
+	return handles{read: sqlHandle{db}, write: sqlHandle{db}}
+}
+
+// openPgx opens pgreplicapgx's pool on cfg, each server's connection
+// configuration parsed from cfg as the driver's are.
+func openPgx(t *testing.T, cfg pgreplica.Config) pgxHandle {
+	cfg.MaxConnsPerHost = 4 * *sessions
+	p, err := pgreplicapgx.NewWithConfig(context.Background(), &pgreplicapgx.Config{Routing: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if err := p.Ping(itest.Ctx(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return pgxHandle{p}
 }
 
 // naiveRouter is the baseline a platform's docs suggest behind Patroni's
@@ -331,7 +357,7 @@ func naiveRouter(t *testing.T, c *patroni.Cluster) handles {
 		t.Cleanup(func() { db.Close() })
 		return db
 	}
-	return handles{write: open(c.HAProxyAddr(patroni.Writer)), read: open(c.HAProxyAddr(patroni.Reader))}
+	return handles{write: sqlHandle{open(c.HAProxyAddr(patroni.Writer))}, read: sqlHandle{open(c.HAProxyAddr(patroni.Reader))}}
 }
 
 // marking returns which sessions read their watermark (-patroni.watermarks).
@@ -378,7 +404,11 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 	}
 	name := *router
 	if *router != "naive" {
-		name += " (" + *innerDriver + ", own rows with " + *ownRows + " consistency)"
+		handle := "database/sql"
+		if *nativePgx {
+			handle = "pgreplicapgx"
+		}
+		name += " (" + handle + ", " + *innerDriver + " inside, own rows with " + *ownRows + " consistency)"
 	}
 	p("Patroni run: %s through %s, synchronous_mode %s, %s DCS client, %d sessions, %d faults, %s of workload",
 		name, *via, mode, *dcs, *sessions, len(faults), ended.Sub(began).Round(time.Millisecond))

@@ -71,7 +71,7 @@ type op struct {
 
 // handles are what the sessions write and read through: one pgreplica
 // handle for both, or the naive baseline's two handles.
-type handles struct{ write, read *sql.DB }
+type handles struct{ write, read handle }
 
 // workload runs sessions through db until stopped.
 type workload struct {
@@ -225,12 +225,9 @@ func (s *session) write(key checker.Key, version int, path string) op {
 	)
 	switch path {
 	case pathExec:
-		var res sql.Result
-		if res, err = s.w.db.write.ExecContext(ctx, writeCTE, key.Owner, key.N, version, o.LogSeq); err == nil {
-			err = oneRow(res)
-		}
+		err = oneRow(s.w.db.write.exec(ctx, writeCTE, key.Owner, key.N, version, o.LogSeq))
 	case pathReturning:
-		err = s.w.db.write.QueryRowContext(ctx, writeReturning, key.Owner, key.N, version, o.LogSeq).Scan(&port, &walfile)
+		err = s.w.db.write.queryRow(ctx, writeReturning, key.Owner, key.N, version, o.LogSeq).Scan(&port, &walfile)
 	case pathTx:
 		err = s.writeTx(ctx, key, version, o.LogSeq, &port, &walfile)
 	}
@@ -247,25 +244,22 @@ func (s *session) write(key checker.Key, version int, path string) op {
 }
 
 func (s *session) writeTx(ctx context.Context, key checker.Key, version, seq int, port *int, walfile *string) error {
-	tx, err := s.w.db.write.BeginTx(ctx, nil)
+	tx, err := s.w.db.write.begin(ctx, false)
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, update, key.Owner, key.N, version)
+	err = oneRow(tx.exec(ctx, update, key.Owner, key.N, version))
 	if err == nil {
-		err = oneRow(res)
-	}
-	if err == nil {
-		err = tx.QueryRowContext(ctx, logWrite, key.Owner, seq, key.N, version).Scan(port, walfile)
+		err = tx.queryRow(ctx, logWrite, key.Owner, seq, key.N, version).Scan(port, walfile)
 	}
 	if err != nil {
-		return errors.Join(err, tx.Rollback())
+		return errors.Join(err, tx.rollback())
 	}
-	return tx.Commit()
+	return tx.commit()
 }
 
-func oneRow(res sql.Result) error {
-	n, err := res.RowsAffected()
+// oneRow says why a statement that should change one row did not.
+func oneRow(n int64, err error) error {
 	if err != nil {
 		return err
 	}
@@ -288,14 +282,14 @@ func (s *session) read(key checker.Key, path, role string) op {
 	dest := []any{&o.Version, &port, &replay, &recovery}
 	switch path {
 	case pathQuery:
-		err = s.w.db.read.QueryRowContext(ctx, readRow, key.Owner, key.N).Scan(dest...)
+		err = s.w.db.read.queryRow(ctx, readRow, key.Owner, key.N).Scan(dest...)
 	case pathReadTx:
-		var tx *sql.Tx
-		if tx, err = s.w.db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}); err == nil {
-			if err = tx.QueryRowContext(ctx, readRow, key.Owner, key.N).Scan(dest...); err != nil {
-				err = errors.Join(err, tx.Rollback())
+		var tx tx
+		if tx, err = s.w.db.read.begin(ctx, true); err == nil {
+			if err = tx.queryRow(ctx, readRow, key.Owner, key.N).Scan(dest...); err != nil {
+				err = errors.Join(err, tx.rollback())
 			} else {
-				err = tx.Commit()
+				err = tx.commit()
 			}
 		}
 	}
