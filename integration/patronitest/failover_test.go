@@ -51,6 +51,13 @@ var (
 		"(the added one unless it leads): with -patroni.via discovery the added member must serve reads")
 )
 
+// faultKind is a fault the nemesis can inject: do injects it and records
+// in f what it did.
+type faultKind struct {
+	name string
+	do   func(f *fault) error
+}
+
 // fault is one thing the nemesis did.
 type fault struct {
 	kind          string
@@ -132,10 +139,7 @@ func TestPatroniFailover(t *testing.T) {
 		}
 		faults = append(faults, f)
 	}
-	kinds := []struct {
-		name string
-		do   func(f *fault) error
-	}{
+	kinds := []faultKind{
 		{"switchover", func(f *fault) (err error) {
 			f.from, f.to, err = c.Switchover(ctx, -1)
 			return err
@@ -168,10 +172,7 @@ func TestPatroniFailover(t *testing.T) {
 		kinds = kinds[:2]
 	}
 	if *membership {
-		kinds = append(kinds, []struct {
-			name string
-			do   func(f *fault) error
-		}{
+		kinds = append(kinds, []faultKind{
 			{kindAdd, func(f *fault) (err error) {
 				f.from = -1
 				f.to, err = c.AddMember(ctx)
