@@ -409,6 +409,20 @@ func (hp *hostPool) reap() {
 	}
 }
 
+// reaches reports whether the pool holds a live connection, idle or
+// borrowed, to server srv. It walks every connection: only a check that
+// missed srv behind an endpoint asks (visibility.go).
+func (hp *hostPool) reaches(srv *server) bool {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	for p := range hp.all {
+		if p.srv == srv {
+			return true
+		}
+	}
+	return false
+}
+
 // close closes every connection of the pool at once, like database/sql
 // does with pgx or lib/pq (db.Close closes the idle connections and returns;
 // those inner drivers' connectors have nothing else to close): it does not

@@ -3,6 +3,7 @@ package pgreplica
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"time"
 
@@ -70,17 +71,17 @@ func (r *router) awaitPrimaryShows(ctx context.Context, p *physical, n *node, sr
 		if err != nil || hidden == "{}" {
 			return err
 		}
-		shown, err := r.replicaShows(ctx, n, srv, hidden)
+		shown, err := r.replicaShows(ctx, n, srv, hidden, deadline, &waited)
 		if err != nil || shown == 0 {
 			if ctx.Err() != nil {
 				return waitEnded(ctx, "the primary to show what a replica showed this session", start)
 			}
+			if errors.Is(err, errReplicaBusy) {
+				return err
+			}
 			return nil
 		}
-		if !waited {
-			waited = true
-			r.metrics.visibilityWaits.Add(1)
-		}
+		r.countVisibilityWait(&waited)
 		left := time.Until(deadline)
 		if left <= 0 {
 			return fmt.Errorf("pgreplica: the primary still hides %d transactions a replica showed this session as committed: %w",
@@ -97,12 +98,44 @@ func (r *router) awaitPrimaryShows(ctx context.Context, p *physical, n *node, sr
 	}
 }
 
+// countVisibilityWait counts a read's first wait (PrimaryVisibilityWaits).
+func (r *router) countVisibilityWait(waited *bool) {
+	if !*waited {
+		*waited = true
+		r.metrics.visibilityWaits.Add(1)
+	}
+}
+
+// errReplicaBusy: the replica a session read on could not be asked what
+// the primary must show before the read's deadline.
+var errReplicaBusy = errors.New("pgreplica: no connection to the replica this session last read on came free to ask what the primary must show")
+
 // replicaShows counts the transactions of the xid8 array xids that
 // server srv of replica n shows as committed. Behind an endpoint the
 // question goes to that very server: another one behind the address may
-// not have replayed what the read saw there.
-func (r *router) replicaShows(ctx context.Context, n *node, srv *server, xids string) (int64, error) {
+// not have replayed what the read saw there. When the connections tried
+// reach other servers while the pool still holds one to srv, busy with
+// another statement, it waits for that one until deadline: answering
+// "none" instead let the primary show a session less than it had seen
+// (a Patroni run through HAProxy's reader port). Only a server the pool
+// no longer reaches (gone, restarted) shows nothing to wait for.
+func (r *router) replicaShows(ctx context.Context, n *node, srv *server, xids string, deadline time.Time, waited *bool) (int64, error) {
 	res, err := r.acquireOnServer(ctx, n, srv)
+	for backoff := 100 * time.Microsecond; res == nil && err == nil && srv != nil && n.pool.reaches(srv); backoff = min(2*backoff, 5*time.Millisecond) {
+		r.countVisibilityWait(waited)
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, fmt.Errorf("%w: %w", errReplicaBusy, context.DeadlineExceeded)
+		}
+		t := time.NewTimer(min(backoff, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		}
+		res, err = r.acquireOnServer(ctx, n, srv)
+	}
 	if err != nil || res == nil {
 		return 0, err
 	}

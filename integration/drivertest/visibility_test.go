@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // the old value at once.
 func TestPrimaryShowsWhatAReplicaShowed(t *testing.T) {
 	for _, inner := range []string{"pgx", "pq"} {
-		t.Run(inner, func(t *testing.T) { testPrimaryShows(t, open(t, inner)) })
+		t.Run(inner, func(t *testing.T) { testPrimaryShows(t, open(t, inner), nil) })
 	}
 	// Behind a reader endpoint over both replicas: the session's read
 	// finds the replica that has its position among the connections of
@@ -34,12 +35,67 @@ func TestPrimaryShowsWhatAReplicaShowed(t *testing.T) {
 		t.Run("endpoint/"+inner, func(t *testing.T) {
 			db, _ := openShape(t, inner, []string{primaryAddr(), ep.Addr()})
 			holdReads(t, db, 4)
-			testPrimaryShows(t, db)
+			testPrimaryShows(t, db, nil)
+		})
+	}
+	// Behind the endpoint, with every connection to the replica the
+	// session read on busy with other reads: the check waits for one
+	// (counted as a visibility wait) instead of taking the replica for
+	// gone, which let the primary answer the old value.
+	for _, inner := range []string{"pgx", "pq"} {
+		t.Run("endpoint-busy/"+inner, func(t *testing.T) {
+			const conns = 4
+			db, _ := openShape(t, inner, []string{primaryAddr(), ep.Addr()},
+				fmt.Sprintf("pgreplica_max_conns_per_host=%d", conns), "pgreplica_connect_timeout=1s")
+			holdReads(t, db, conns)
+			testPrimaryShows(t, db, func(node int) func() { return holdServer(t, db, node, conns) })
 		})
 	}
 }
 
-func testPrimaryShows(t *testing.T, db *sql.DB) {
+// holdServer borrows every connection of db's endpoint (conns of them)
+// with a read-only transaction, ends those that reached another node
+// than node, and returns what ends the rest.
+func holdServer(t *testing.T, db *sql.DB, node, conns int) func() {
+	t.Helper()
+	ctx := pgreplica.WithEventual(ctxFor(t))
+	var held, others []*sql.Tx
+	for range conns {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var port int
+		if err := tx.QueryRowContext(ctx, "SELECT inet_server_port()").Scan(&port); err != nil {
+			t.Fatal(err)
+		}
+		if nodeOf(t, port) == node {
+			held = append(held, tx)
+		} else {
+			others = append(others, tx)
+		}
+	}
+	for _, tx := range others {
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("none of the endpoint's %d connections reached node %d", conns, node)
+	}
+	return func() {
+		for _, tx := range held {
+			if err := tx.Commit(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// testPrimaryShows runs the scene; hold, when given, makes every
+// connection to a node busy between the session's replica read and its
+// primary read, and returns what frees them.
+func testPrimaryShows(t *testing.T, db *sql.DB, hold func(node int) func()) {
 	ctx := ctxFor(t)
 	const sync, async = 1, 2
 	p := cluster.Primary()
@@ -125,6 +181,10 @@ func testPrimaryShows(t *testing.T, db *sql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	free := func() {}
+	if hold != nil {
+		free = hold(async)
+	}
 	read := make(chan int, 1)
 	go func() {
 		var v int
@@ -144,6 +204,7 @@ func testPrimaryShows(t *testing.T, db *sql.DB) {
 			t.Fatal(ctx.Err())
 		}
 	}
+	free()
 	resume()
 	if err := <-committed; err != nil {
 		t.Fatal(err)
