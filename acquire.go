@@ -236,7 +236,7 @@ func (pl *plan) nextReplicas(patient *bool) nodeSet {
 func (r *router) awaitReplicaConn(ctx context.Context, pl *plan, n *node) (*puddle.Resource[*physical], error) {
 	wctx, cancel := context.WithDeadline(ctx, pl.waitDeadline(ctx))
 	defer cancel()
-	res, err := n.pool.acquire(wctx)
+	res, err := n.pool.acquireRead(wctx)
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
 		err = errSlowConnect // the wait budget ran out, not the caller's deadline
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgreplica/pgreplica/internal/hedging"
@@ -37,6 +38,10 @@ type Connector struct {
 	// stands in for the probe.
 	sharedProbes bool
 	probe        func(context.Context, *node) *prober.Status
+
+	// connLost is when a connection of any node was last found lost
+	// (hostPool.answeredLately).
+	connLost atomic.Int64
 
 	startOnce sync.Once
 	// startErr is why the start failed: a resolved address that the
@@ -113,7 +118,7 @@ func (c *Connector) newNode(idx, entry int, h Host, pin string) (*node, error) {
 		h.Zone = c.settings.zone
 	}
 	n := &node{idx: idx, entry: entry, pin: pin, host: h, name: pinnedName(h, pin), inner: ic}
-	if n.pool, err = newHostPool(n, ic, &c.cfg); err != nil {
+	if n.pool, err = newHostPool(n, ic, &c.cfg, &c.connLost); err != nil {
 		return nil, err
 	}
 	return n, nil

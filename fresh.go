@@ -420,11 +420,11 @@ const maxServerTries = 4
 // connections, dialled through the address's round robin).
 func (r *router) acquireAnother(ctx context.Context, n *node, i int) (*puddle.Resource[*physical], error) {
 	if i == 0 {
-		return n.pool.acquire(ctx)
+		return n.pool.acquireRead(ctx)
 	}
 	actx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
 	defer cancel()
-	return n.pool.acquire(actx)
+	return n.pool.acquireRead(actx)
 }
 
 // A primary that refuses connections for a moment — its pooler or proxy

@@ -246,7 +246,7 @@ func (s *hedgeSlot) launch() {
 
 	r := hedgeResult{}
 	var l lease
-	res, err := n.pool.acquire(ctx)
+	res, err := n.pool.acquireRead(ctx)
 	if err == nil {
 		l = c.newLease(res, true, false)
 		c.watchStatement(ctx, &l) // lib/pq's hedge, on a server that may freeze too

@@ -139,7 +139,7 @@ func (r *router) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (l
 func (r *router) acquireReplica(ctx context.Context, n *node, others bool) (*puddle.Resource[*physical], error) {
 	delay, hedged := r.pingLimit(n, others)
 	if !hedged {
-		return n.pool.acquire(ctx)
+		return n.pool.acquireRead(ctx)
 	}
 	if res, ok := n.pool.tryAcquire(ctx, delay); ok {
 		return res, nil
@@ -149,7 +149,7 @@ func (r *router) acquireReplica(ctx context.Context, n *node, others bool) (*pud
 	}
 	actx, cancel := context.WithTimeout(ctx, delay)
 	defer cancel()
-	res, err := n.pool.acquire(actx) // after the monitor's connection, if it holds one
+	res, err := n.pool.acquireRead(actx) // after the monitor's connection, if it holds one
 	if err != nil && ctx.Err() == nil && actx.Err() != nil {
 		// The caller's deadline did not pass: say what did (a read's
 		// error must not match context.DeadlineExceeded for it).
@@ -214,7 +214,7 @@ func (r *router) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease,
 	if v.n != pl.prefer || proven && (!pl.fresh.has(i) || pl.tried.has(i)) || !proven && pl.reject(v, false) != rejectNone {
 		return lease{}, false
 	}
-	res, err := pl.prefer.pool.acquire(ctx)
+	res, err := pl.prefer.pool.acquireRead(ctx)
 	if err != nil {
 		return lease{}, false
 	}
@@ -397,7 +397,7 @@ func (r *router) describe(ctx context.Context, query string, cls stmtclass.Class
 func (r *router) leaseAnyReplica(ctx context.Context, t *topology, orig error) (lease, error) {
 	pl := plan{topo: t, read: true}
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
-		if res, err := t.nodes[set.nth(0)].n.pool.acquire(ctx); err == nil {
+		if res, err := t.nodes[set.nth(0)].n.pool.acquireRead(ctx); err == nil {
 			return r.newLease(res, true, false), nil
 		}
 	}

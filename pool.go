@@ -63,11 +63,19 @@ type hostPool struct {
 	// and captures take turns), and closed when it gives it back.
 	monitorLent atomic.Int64
 	monitorBack atomic.Pointer[chan struct{}]
+
+	// lost is when a connection of any of the connector's pools was last
+	// found lost (a monoclock.Time; shared by them: see answeredLately).
+	lost *atomic.Int64
+	// trustAnswered is answeredAgo (tests lengthen it).
+	trustAnswered time.Duration
 }
 
-func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error) {
+func newHostPool(n *node, inner driver.Connector, cfg *Config, lost *atomic.Int64) (*hostPool, error) {
 	hp := &hostPool{
 		node:             n,
+		lost:             lost,
+		trustAnswered:    answeredAgo,
 		maxLifetime:      cfg.ConnMaxLifetime,
 		maxIdle:          cfg.ConnMaxIdleTime,
 		healthCheckAfter: cfg.knobs.HealthCheckAfter,
@@ -121,7 +129,20 @@ func newHostPool(n *node, inner driver.Connector, cfg *Config) (*hostPool, error
 // read it would cost its one retry, and when the server ended every
 // session at once (an administrator, a password rotation, a restart) the
 // other replica's connections are just as dead, so the read would fail.
+// A read's borrow (acquireRead, tryAcquire) skips the look at a
+// connection that answered a moment ago (answeredLately).
 func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], error) {
+	return hp.acquireFor(ctx, false)
+}
+
+// acquireRead is acquire for a read on a replica, which takes a
+// connection that answered a moment ago without looking at its socket
+// (answeredLately).
+func (hp *hostPool) acquireRead(ctx context.Context) (*puddle.Resource[*physical], error) {
+	return hp.acquireFor(ctx, true)
+}
+
+func (hp *hostPool) acquireFor(ctx context.Context, forRead bool) (*puddle.Resource[*physical], error) {
 	start := monoclock.Now()
 	hp.awaitMonitor(ctx)
 	for rejects := 0; ; {
@@ -138,7 +159,7 @@ func (hp *hostPool) acquire(ctx context.Context) (*puddle.Resource[*physical], e
 			return nil, fmt.Errorf("pgreplica: connect to %w", newHostError(hp.node.name, err))
 		}
 		hp.uncount(res.Value())
-		if !hp.usable(ctx, res, hp.pingTimeout) {
+		if !hp.usable(ctx, res, hp.pingTimeout, forRead) {
 			res.Destroy()
 			continue
 		}
@@ -165,9 +186,10 @@ func (hp *hostPool) waitEnded(ctx context.Context, start monoclock.Time) error {
 		roundWait(monoclock.Now().Sub(start)), hp.node.name, s.AcquiredResources(), s.MaxResources(), s.ConstructingResources(), ctx.Err())
 }
 
-// tryAcquire returns an idle healthy connection if there is one at once.
-// The health check of a connection that sat idle gives up after
-// pingLimit.
+// tryAcquire returns an idle healthy connection if there is one at once,
+// for a read: one that answered a moment ago is taken without a look at
+// its socket (answeredLately). The health check of a connection that sat
+// idle gives up after pingLimit.
 func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*puddle.Resource[*physical], bool) {
 	for hp.idle.Load() > 0 {
 		res, err := hp.pool.TryAcquire(ctx)
@@ -175,7 +197,7 @@ func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*p
 			return nil, false // taken meanwhile (puddle now dials one)
 		}
 		hp.uncount(res.Value())
-		if !hp.usable(ctx, res, pingLimit) {
+		if !hp.usable(ctx, res, pingLimit, true) {
 			res.Destroy()
 			continue
 		}
@@ -286,7 +308,10 @@ func (hp *hostPool) claim(res *puddle.Resource[*physical]) (*puddle.Resource[*ph
 	return res, nil
 }
 
-func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], pingLimit time.Duration) bool {
+// usable reports whether the idle connection res may be lent, and readies
+// it. forRead: it is for a read, which may skip the look at its socket
+// when the connection answered a moment ago (answeredLately).
+func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical], pingLimit time.Duration, forRead bool) bool {
 	now := monoclock.Now()
 	if hp.maxLifetime > 0 && now.Sub(res.Value().created) > hp.maxLifetime {
 		return false
@@ -295,13 +320,14 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 	if v := res.Value().valid; v != nil && !v.IsValid() {
 		return false
 	}
-	if p := res.Value(); !p.wire.live(p.socks) {
+	if p := res.Value(); !(forRead && hp.answeredLately(p, now)) && !p.wire.live(p.socks) {
 		// The server ended this connection while it sat idle (a restart,
 		// a failover, an administrator): a statement sent on it would fail
 		// after it was sent (see acquire).
 		// The monitor may not know yet. A server back from a restart may
 		// have replayed less than it had: forget what was known of its
 		// replay, so that no read trusts it before it is read again.
+		hp.noteLost()
 		hp.node.replay.Store(0)
 		hp.node.poke()
 		return false
@@ -317,6 +343,32 @@ func (hp *hostPool) usable(ctx context.Context, res *puddle.Resource[*physical],
 	}
 	res.Value().lent = now
 	return true
+}
+
+// answeredAgo is how recently a connection must have answered for a read
+// to take it without looking at its socket. The look is a system call
+// (1–2 µs here, about 2 % of a loopback read); a connection that answered
+// within answeredAgo can have been ended since only in a window no longer
+// than a read's own flight, and a read that fails so before any row is
+// sent again (route's retry): a write, whose outcome would be unknown,
+// always looks.
+const answeredAgo = time.Millisecond
+
+// answeredLately reports whether p answered (was given back) within
+// answeredAgo before now, and after the connector last found a connection
+// lost. The second condition is what makes the retry safe: when a server
+// or a pooler ended every session at once, the read that met the first
+// dead connection notes it (noteLost), and the retry, on this node or
+// another, looks at every connection given back before that.
+func (hp *hostPool) answeredLately(p *physical, now monoclock.Time) bool {
+	return now.Sub(p.returned) < hp.trustAnswered && int64(p.returned) > hp.lost.Load()
+}
+
+// noteLost records that a connection of this connector was found lost.
+func (hp *hostPool) noteLost() {
+	now := int64(monoclock.Now())
+	for old := hp.lost.Load(); old < now && !hp.lost.CompareAndSwap(old, now); old = hp.lost.Load() {
+	}
 }
 
 // ping checks a connection that sat idle, for no longer than limit and
@@ -359,6 +411,7 @@ func (hp *hostPool) releaseAs(res *puddle.Resource[*physical], err error, byStat
 		// The server went away or cut us off (a restart, a failover, a
 		// network fault): its idle siblings are most likely dead too and
 		// would each fail one more statement.
+		hp.noteLost()
 		res.Destroy()
 		hp.pool.Reset()
 		return
@@ -367,6 +420,9 @@ func (hp *hostPool) releaseAs(res *puddle.Resource[*physical], err error, byStat
 		// A statement its context cancelled: pgx closed the connection
 		// (and says context.Canceled alone), lib/pq marked it bad; or a
 		// connection to the primary's address that reached a replica.
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, errNotPrimaryConn) && err != errHedgeLost {
+			hp.noteLost()
+		}
 		res.Destroy()
 		return
 	}

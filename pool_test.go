@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/pgreplica/pgreplica/internal/monoclock"
+	"github.com/pgreplica/pgreplica/internal/sockpeek"
 )
 
 // TestOneConnectionForOneRead: a read on a replica whose pool holds no
@@ -115,5 +118,90 @@ func statementWaitsFor(t *testing.T, mc *mockCluster, hp *hostPool, release func
 	}
 	if got := hp.pool.Stat().TotalResources(); got != 1 {
 		t.Errorf("the primary holds %d connections, want 1: the statement waited for the monitor's", got)
+	}
+}
+
+// endedWire is a connection's wire whose look at the socket finds it
+// ended by the server, and counts the looks.
+type endedWire struct {
+	wire
+	looks int
+}
+
+func (w *endedWire) live(*sockpeek.Sockets) bool { w.looks++; return false }
+
+// TestReadTrustsAConnectionThatJustAnswered: a read takes an idle
+// connection given back within answeredAgo without looking at its socket
+// (a system call on every read); a write always looks; and once a
+// connection of the connector was found lost, a read looks at every
+// connection given back before that, so that the retry of a read that
+// met a server's mass termination does not meet it again.
+func TestReadTrustsAConnectionThatJustAnswered(t *testing.T) {
+	mc := newMockCluster(t, 2, nil)
+	ctx := context.Background()
+	hp := mc.c.nodeList()[1].pool
+	hp.trustAnswered = time.Minute // a loaded machine's pause is no look
+	ended := &endedWire{}
+	give := func() *physical {
+		t.Helper()
+		res, err := hp.acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := res.Value()
+		if ended.wire == nil {
+			ended.wire = p.wire
+		}
+		p.wire = ended
+		hp.release(res, nil) // answered just now
+		return p
+	}
+
+	p := give()
+	res, ok := hp.tryAcquire(ctx, time.Second)
+	if !ok || res.Value() != p || ended.looks != 0 {
+		t.Fatalf("a read right after the connection answered: got it %v (same %v), %d looks; want it, without a look",
+			ok, ok && res.Value() == p, ended.looks)
+	}
+	hp.release(res, nil)
+	if res, err := hp.acquireRead(ctx); err != nil || res.Value() != p || ended.looks != 0 {
+		t.Fatalf("a read's borrow that may wait: %v, %d looks; want the connection, without a look", err, ended.looks)
+	} else {
+		hp.release(res, nil)
+	}
+
+	// A write looks, and leaves the ended connection.
+	res, err := hp.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Value() == p || ended.looks != 1 {
+		t.Errorf("a write took the connection without a look (%d looks)", ended.looks)
+	}
+	hp.release(res, nil)
+
+	// A lost connection seen elsewhere makes the next read look.
+	p = give()
+	looks := ended.looks
+	mc.c.nodeList()[0].pool.noteLost()
+	if res, ok := hp.tryAcquire(ctx, time.Second); ok {
+		if res.Value() == p {
+			t.Error("after a lost connection a read took one given back before it without a look")
+		}
+		hp.release(res, nil)
+	}
+	if ended.looks != looks+1 {
+		t.Errorf("after a lost connection: %d looks at the connection given back before it, want 1", ended.looks-looks)
+	}
+
+	// Given back long enough ago, it is looked at too.
+	p = give()
+	p.returned -= monoclock.Time(hp.trustAnswered)
+	looks = ended.looks
+	if res, ok := hp.tryAcquire(ctx, time.Second); ok {
+		hp.release(res, nil)
+	}
+	if ended.looks != looks+1 {
+		t.Errorf("a connection idle for %v: %d looks, want 1", hp.trustAnswered, ended.looks-looks)
 	}
 }

@@ -154,7 +154,7 @@ func (r *router) replicaShows(ctx context.Context, n *node, srv *server, xids st
 // when none reached srv (it went away, or restarted).
 func (r *router) acquireOnServer(ctx context.Context, n *node, srv *server) (*puddle.Resource[*physical], error) {
 	if srv == nil || !n.endpoint.Load() {
-		return n.pool.acquire(ctx)
+		return n.pool.acquireRead(ctx)
 	}
 	return r.onServers(ctx, n, func(p *physical) (bool, error) { return p.srv == srv, nil })
 }
