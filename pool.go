@@ -420,7 +420,9 @@ func (hp *hostPool) releaseAs(res *puddle.Resource[*physical], err error, byStat
 		// A statement its context cancelled: pgx closed the connection
 		// (and says context.Canceled alone), lib/pq marked it bad; or a
 		// connection to the primary's address that reached a replica.
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, errNotPrimaryConn) && err != errHedgeLost {
+		// (A hedge's loser is noted too: rare, and a note costs only the
+		// looks at the connections given back before it.)
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, errNotPrimaryConn) {
 			hp.noteLost()
 		}
 		res.Destroy()
