@@ -11,11 +11,7 @@ import (
 // one from one the server closed or wrote to (a terminated backend sends
 // its FATAL error, then closes), and leaves pending bytes in place.
 func TestPeekIdleSocket(t *testing.T) {
-	switch runtime.GOOS {
-	case "linux", "darwin", "dragonfly", "freebsd", "netbsd", "openbsd":
-	default:
-		t.Skip("no socket peek on " + runtime.GOOS)
-	}
+	skipWithoutPeek(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -91,5 +87,44 @@ func await(c net.Conn, want State) State {
 			return got
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// BenchmarkPeek: what one look at an idle loopback connection costs (the
+// system call a read skips on a connection that just answered).
+func BenchmarkPeek(b *testing.B) {
+	skipWithoutPeek(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			var buf [1]byte
+			c.Read(buf[:]) // until the client closes
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	pk := NewPeeker(c)
+	for b.Loop() {
+		if pk.Peek() != Idle {
+			b.Fatal("the idle connection is not Idle")
+		}
+	}
+}
+
+// skipWithoutPeek skips where Peek cannot look at a socket.
+func skipWithoutPeek(tb testing.TB) {
+	tb.Helper()
+	switch runtime.GOOS {
+	case "linux", "darwin", "dragonfly", "freebsd", "netbsd", "openbsd":
+	default:
+		tb.Skip("no socket peek on " + runtime.GOOS)
 	}
 }
