@@ -81,8 +81,16 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtclass.Class, arg
 		if err := inner.ConvertArgs(l.p.conn, args); err != nil {
 			return nil, err
 		}
+		t := cn.tx
 		r, err := cn.execOn(ctx, &pl, l.p, query, cls, args)
-		if cn.tx == nil && pl.capture {
+		if err != nil && t.beginAgain(ctx, err) {
+			if err = inner.ConvertArgs(t.lease.p.conn, args); err == nil {
+				r, err = cn.execOn(ctx, &pl, t.lease.p, query, cls, args)
+			}
+		}
+		if t != nil {
+			t.used = true
+		} else if pl.capture {
 			err = cn.c.writeFailed(l.p, err)
 		}
 		return r, err
@@ -136,7 +144,15 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtclass.Class, ar
 		return nil, err
 	}
 	if sticky != nil {
-		return cn.queryOn(ctx, &pl, sticky.p, query, cls, args)
+		t := cn.tx
+		rows, err := cn.queryOn(ctx, &pl, sticky.p, query, cls, args)
+		if err != nil && t.beginAgain(ctx, err) {
+			rows, err = cn.queryOn(ctx, &pl, t.lease.p, query, cls, args)
+		}
+		if t != nil {
+			t.used = true
+		}
+		return rows, err
 	}
 	st := statement{query: query, args: args, cls: cls, inFlight: cn.c.flights}
 	l, err := cn.c.route(ctx, &pl, &st, nil)
@@ -173,6 +189,9 @@ func (cn *conn) queryOn(ctx context.Context, pl *plan, p *physical, query string
 	}
 	if cn.tx != nil {
 		cn.tx.noteStatement(cls)
+		if cn.tx.readOnly() {
+			return &inner.Rows{Rows: rows, Read: true}, nil
+		}
 		return rows, nil
 	}
 	return cn.stickyRows(ctx, pl, p, rows), nil

@@ -57,6 +57,13 @@ func (r *router) route(ctx context.Context, pl *plan, st *statement, op func(ctx
 		flight := check != 0
 		if !flight {
 			if err := r.readyToRun(ctx, pl, &l, st); err != nil {
+				// A session's read on the primary first makes the primary
+				// show what the session saw (a statement): a connection
+				// lost there is retried as the read's own would be.
+				if r.retry(ctx, pl, &l, err, st.query) {
+					step = stepStart // readyToRun gave l back
+					continue
+				}
 				return lease{}, err
 			}
 		}

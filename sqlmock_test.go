@@ -530,3 +530,100 @@ func TestRouteSessionPrimaryReadAfterReplicaRead(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRouteSessionPrimaryReadRetriedWhenItsCheckLosesTheConnection: the
+// statement that makes the primary show what a session saw on a replica
+// (visibility.go) runs on the read's own connection before the read; when
+// that connection died with its server (a pooler restarted in front of
+// the primary), the read is sent again on a new one, as when the read
+// itself meets the dead connection.
+func TestRouteSessionPrimaryReadRetriedWhenItsCheckLosesTheConnection(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	mc.refresh()
+	ctx := WithSession(context.Background(), NewSession())
+	reset := &pgconn.PgError{Code: "57P01", Severity: "FATAL", Message: "terminating connection due to administrator command"}
+	mc.mocks[1].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
+	mc.mocks[0].ExpectQuery(probe.PrimaryHiddenSQL).WillReturnError(reset)
+	mc.mocks[0].ExpectQuery(probe.PrimaryHiddenSQL).WillReturnRows(sqlmock.NewRows([]string{"xids"}).AddRow("{}"))
+	mc.mocks[0].ExpectQuery("SELECT x FROM t").WillReturnRows(sqlmock.NewRows([]string{"x"}).AddRow(2))
+	var x int
+	if err := mc.db.QueryRowContext(ctx, "SELECT x FROM t").Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.db.QueryRowContext(WithPrimary(ctx), "SELECT x FROM t").Scan(&x); err != nil || x != 2 {
+		t.Fatalf("primary read = %d, %v; want 2 from the retry on a new connection", x, err)
+	}
+	if got := mc.c.Stats().ConnLostRetries; got != 1 {
+		t.Fatalf("conn-lost retries %d, want 1", got)
+	}
+}
+
+// TestRouteReadOnlyTxOutlivesALostConnection: a pooler or server restart
+// ends a read-only transaction's connection. Before its first statement
+// answered, nothing of it was seen: it begins again elsewhere (the read's
+// retry policy: another replica, else the primary) and the statement
+// runs there. At COMMIT, the reads it returned stand: the server rolled
+// back a transaction that changed nothing, so Commit reports no error.
+// A serializable one (certified only by its COMMIT) and a read-write one
+// report the loss.
+func TestRouteReadOnlyTxOutlivesALostConnection(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	mc.refresh()
+	lost := &pgconn.PgError{Code: "57P01", Severity: "FATAL", Message: "terminating connection due to administrator command"}
+	one := func() *sqlmock.Rows { return sqlmock.NewRows([]string{"x"}).AddRow(1) }
+	// All expectations up front: the pool closes a dead connection in a
+	// goroutine of its own, and sqlmock's Close reads the expectations.
+	mc.mocks[1].ExpectBegin()
+	mc.mocks[1].ExpectQuery("SELECT 1").WillReturnError(lost)
+	mc.mocks[0].ExpectBegin()
+	mc.mocks[0].ExpectQuery("SELECT 1").WillReturnRows(one())
+	mc.mocks[0].ExpectCommit().WillReturnError(lost)
+	mc.mocks[1].ExpectBegin()
+	mc.mocks[1].ExpectQuery("SELECT 1").WillReturnRows(one())
+	mc.mocks[1].ExpectQuery("SELECT 2").WillReturnError(lost)
+	others := []*sql.TxOptions{{ReadOnly: true, Isolation: sql.LevelSerializable}, nil}
+	for range others {
+		mc.mocks[0].ExpectBegin()
+		mc.mocks[0].ExpectQuery("SELECT 1").WillReturnRows(one())
+		mc.mocks[0].ExpectCommit().WillReturnError(lost)
+	}
+
+	ro := &sql.TxOptions{ReadOnly: true}
+	tx, err := mc.db.BeginTx(context.Background(), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x int
+	if err := tx.QueryRow("SELECT 1").Scan(&x); err != nil || x != 1 {
+		t.Fatalf("first statement = %d, %v; want 1, begun again on the primary", x, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("read-only commit lost = %v, want nil", err)
+	}
+
+	// After a statement answered, a loss is the caller's to see.
+	mc.refresh()
+	if tx, err = mc.db.BeginTx(context.Background(), ro); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow("SELECT 1").Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow("SELECT 2").Scan(&x); !errors.Is(err, lost) {
+		t.Fatalf("second statement = %v, want the lost connection", err)
+	}
+	tx.Rollback()
+
+	for _, opts := range others {
+		mc.refresh()
+		if tx, err = mc.db.BeginTx(context.Background(), opts); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow("SELECT 1").Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); !errors.Is(err, lost) {
+			t.Fatalf("commit lost (%+v) = %v, want the lost connection", opts, err)
+		}
+	}
+}

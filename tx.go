@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -25,6 +26,13 @@ type tx struct {
 	// ctx is BeginTx's, kept only when its writes wait for replicas
 	// (WithReplicated): Commit has none of its own.
 	ctx context.Context
+	// opts are BeginTx's, for beginAgain; used is set once a statement
+	// was sent in the transaction.
+	opts driver.TxOptions
+	used bool
+	// snapshot: READ ONLY below SERIALIZABLE, whose reads stand without
+	// their COMMIT (a serializable one's are certified only by it).
+	snapshot bool
 }
 
 // BeginTx starts a transaction. Read-only transactions below SERIALIZABLE
@@ -46,7 +54,7 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 		cls.Hint = stmtclass.HintPrimary
 	}
 	t := &cn.txBuf
-	*t = tx{cn: cn}
+	*t = tx{cn: cn, opts: opts, snapshot: cls.Hint != stmtclass.HintPrimary}
 	if err := cn.c.planFor(ctx, cls, &t.pl); err != nil {
 		return nil, err
 	}
@@ -55,19 +63,15 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 		t.ctx = ctx
 	}
 	var err error
-	begin := func(p *physical) (err error) {
-		t.inner, err = beginInner(ctx, p.conn, opts)
-		return err
-	}
 	switch {
 	case cn.pinned != nil:
 		t.lease = *cn.pinned
-		err = begin(t.lease.p)
+		err = t.begin(ctx, t.lease.p)
 	case cls.Read:
-		t.lease, err = cn.c.route(ctx, &t.pl, &statement{}, func(_ context.Context, p *physical) error { return begin(p) })
+		t.lease, err = cn.c.route(ctx, &t.pl, &statement{}, t.begin)
 	default:
 		if t.lease, err = cn.c.leasePrimary(ctx, t.pl.topo, false); err == nil {
-			if err = begin(t.lease.p); err != nil {
+			if err = t.begin(ctx, t.lease.p); err != nil {
 				t.lease.release(err)
 			}
 		}
@@ -78,6 +82,40 @@ func (cn *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, 
 	cn.tx = t
 	return t, nil
 }
+
+func (t *tx) begin(ctx context.Context, p *physical) (err error) {
+	t.inner, err = beginInner(ctx, p.conn, t.opts)
+	return err
+}
+
+// beginAgain begins a read-only transaction again, where a read's retry
+// policy says, when its first statement found its connection lost (a
+// pooler or a server ended it after BEGIN): nothing of the transaction
+// was seen yet, so beginning it elsewhere is as if it had begun there.
+// It reports whether the statement may be sent again, on t's new lease.
+// When the transaction cannot begin again it is over, and Rollback says
+// nil: there is nothing to roll back.
+func (t *tx) beginAgain(ctx context.Context, err error) bool {
+	if t == nil || t.used || !t.snapshot || t.cn.pinned != nil || !sqlstate.ConnLost(err) {
+		return false
+	}
+	c := t.cn.c
+	again := c.retry(ctx, &t.pl, &t.lease, err, "")
+	t.lease.release(err)
+	t.lease, t.inner = lease{}, nil
+	if again {
+		if t.lease, err = c.route(ctx, &t.pl, &statement{}, t.begin); err == nil {
+			return true
+		}
+	}
+	t.cn.tx = nil
+	return false
+}
+
+// readOnly reports a transaction that began READ ONLY below SERIALIZABLE
+// and ran only reads: its COMMIT changes nothing, and the rows it read
+// stand whether or not the COMMIT is answered.
+func (t *tx) readOnly() bool { return t.snapshot && !t.wrote }
 
 func beginInner(ctx context.Context, c driver.Conn, opts driver.TxOptions) (driver.Tx, error) {
 	if b, ok := c.(driver.ConnBeginTx); ok {
@@ -104,6 +142,14 @@ func (t *tx) Commit() (err error) {
 	}
 	p := t.lease.p
 	err = t.inner.Commit()
+	if err != nil && t.readOnly() && sqlstate.ConnLost(err) {
+		// Lost at COMMIT: the server rolled back a transaction that
+		// changed nothing; what it read bounds the session as after a
+		// commit.
+		t.cn.c.boundRead(&t.pl, &t.lease, 0)
+		t.end(err)
+		return nil
+	}
 	if t.wrote && !t.lease.replica {
 		if err == nil {
 			ticket := t.cn.c.wrote(&t.pl, p, t.asyncCommit)
@@ -119,6 +165,9 @@ func (t *tx) Commit() (err error) {
 
 func (t *tx) Rollback() error {
 	if t.lease.p == nil {
+		if t.inner == nil {
+			return nil // lost, and not begun again (beginAgain)
+		}
 		return errTxDone
 	}
 	err := t.inner.Rollback()

@@ -4,6 +4,8 @@ import (
 	"database/sql/driver"
 	"io"
 	"reflect"
+
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // Rows are an inner driver's rows for database/sql, with an owner that
@@ -16,8 +18,14 @@ import (
 type Rows struct {
 	driver.Rows
 	// After is told, once, when the rows close.
-	After  After
+	After After
+	// Read says the rows are a read-only transaction's: once a row or the
+	// end came, a lost connection while closing them is not reported
+	// (what came stands; what did not, the caller chose not to read; and
+	// the transaction's COMMIT changes nothing).
+	Read   bool
 	err    error // first error Next returned, other than io.EOF
+	begun  bool  // a row or the end came
 	closed bool
 }
 
@@ -38,7 +46,10 @@ var (
 
 func (r *Rows) Next(dest []driver.Value) error {
 	err := r.Rows.Next(dest)
-	if err != nil && err != io.EOF && r.err == nil {
+	switch {
+	case err == nil || err == io.EOF:
+		r.begun = true
+	case r.err == nil:
 		r.err = err
 	}
 	return err
@@ -50,6 +61,9 @@ func (r *Rows) Close() error {
 	}
 	r.closed = true
 	err := r.Rows.Close()
+	if r.Read && r.begun && r.err == nil && sqlstate.ConnLost(err) {
+		err = nil
+	}
 	if r.After != nil {
 		e := r.err
 		if e == nil {
