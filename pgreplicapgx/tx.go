@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgreplica/pgreplica/internal/pgxroute"
+	"github.com/pgreplica/pgreplica/internal/sqlstate"
 )
 
 // Begin starts a read-write transaction on the primary.
@@ -31,7 +32,7 @@ func (p *Pool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &tx{Tx: op.inner, st: &txState{l: l}, outer: true}, nil
+	return &tx{Tx: op.inner, st: &txState{l: l, snapshot: kind == pgxroute.ReadOnlyTx}, outer: true}, nil
 }
 
 // tx is a transaction (or a savepoint inside one) on a leased connection.
@@ -52,7 +53,14 @@ type txState struct {
 	// transaction.
 	pinned bool
 	ended  bool
+	// snapshot: READ ONLY below SERIALIZABLE, whose reads stand without
+	// their COMMIT (a serializable one's are certified only by it).
+	snapshot bool
 }
+
+// readOnly reports a snapshot transaction that ran only reads: its COMMIT
+// changes nothing.
+func (st *txState) readOnly() bool { return st.snapshot && !st.wrote }
 
 func (t *tx) note(sql string) {
 	if t.st.l.Note(sql) {
@@ -82,6 +90,15 @@ func (t *tx) Commit(ctx context.Context) error {
 	}
 	st.ended = true
 	err := t.Tx.Commit(ctx)
+	if err != nil && st.readOnly() && sqlstate.ConnLost(err) {
+		// Lost at COMMIT: the server rolled back a transaction that
+		// changed nothing; what it read bounds the session as after a
+		// commit (Done(nil); the broken connection is not reused).
+		if !st.pinned {
+			st.l.Done(nil)
+		}
+		return nil
+	}
 	if st.wrote && !st.l.Replica() {
 		if err == nil {
 			st.l.Wrote()
@@ -124,7 +141,34 @@ func (t *tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, erro
 
 func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	t.note(sql)
+	if t.st.readOnly() {
+		rows, _ := t.Tx.Query(ctx, sql, args...) // its error is the rows'
+		return readRow{rows}
+	}
 	return t.Tx.QueryRow(ctx, sql, args...)
+}
+
+// readRow is QueryRow's row in a read-only transaction: once the row
+// came, a connection lost while its end was read is not reported (nor at
+// Commit): the row stands.
+type readRow struct{ rows pgx.Rows }
+
+func (r readRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	if err := r.rows.Err(); err != nil && !sqlstate.ConnLost(err) {
+		return err
+	}
+	return nil
 }
 
 func (t *tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
