@@ -581,6 +581,9 @@ func TestRouteReadOnlyTxOutlivesALostConnection(t *testing.T) {
 	mc.mocks[1].ExpectBegin()
 	mc.mocks[1].ExpectQuery("SELECT 1").WillReturnRows(one())
 	mc.mocks[1].ExpectQuery("SELECT 2").WillReturnError(lost)
+	mc.mocks[1].ExpectBegin()
+	mc.mocks[1].ExpectPrepare("SELECT 3").ExpectQuery().WillReturnRows(one())
+	mc.mocks[1].ExpectQuery("SELECT 2").WillReturnError(lost)
 	others := []*sql.TxOptions{{ReadOnly: true, Isolation: sql.LevelSerializable}, nil}
 	for range others {
 		mc.mocks[0].ExpectBegin()
@@ -611,6 +614,22 @@ func TestRouteReadOnlyTxOutlivesALostConnection(t *testing.T) {
 	}
 	if err := tx.QueryRow("SELECT 2").Scan(&x); !errors.Is(err, lost) {
 		t.Fatalf("second statement = %v, want the lost connection", err)
+	}
+	tx.Rollback()
+	// A prepared statement's answer counts as much as a query's.
+	mc.refresh()
+	if tx, err = mc.db.BeginTx(context.Background(), ro); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tx.Prepare("SELECT 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.QueryRow().Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow("SELECT 2").Scan(&x); !errors.Is(err, lost) {
+		t.Fatalf("statement after a prepared one = %v, want the lost connection", err)
 	}
 	tx.Rollback()
 

@@ -27,7 +27,7 @@ type tx struct {
 	// (WithReplicated): Commit has none of its own.
 	ctx context.Context
 	// opts are BeginTx's, for beginAgain; used is set once a statement
-	// was sent in the transaction.
+	// was sent in the transaction, through any path (noteStatement).
 	opts driver.TxOptions
 	used bool
 	// snapshot: READ ONLY below SERIALIZABLE, whose reads stand without
@@ -126,6 +126,7 @@ func beginInner(ctx context.Context, c driver.Conn, opts driver.TxOptions) (driv
 }
 
 func (t *tx) noteStatement(cls stmtclass.Class) {
+	t.used = true
 	if !cls.Read && !cls.NoWAL {
 		t.wrote = true
 	}
