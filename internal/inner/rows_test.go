@@ -116,23 +116,6 @@ func TestForwards(t *testing.T) {
 	}
 }
 
-// closingRows have one row and fail to close with err.
-type closingRows struct {
-	left int
-	err  error
-}
-
-func (r *closingRows) Columns() []string { return []string{"x"} }
-func (r *closingRows) Close() error      { return r.err }
-func (r *closingRows) Next(dest []driver.Value) error {
-	if r.left == 0 {
-		return io.EOF
-	}
-	r.left--
-	dest[0] = int64(1)
-	return nil
-}
-
 // TestReadRowsStandAfterALostConnection: a read-only transaction's rows
 // (Read) closed after a row came do not report a connection lost while
 // their end was read; before any row, or for other rows, it is reported.
@@ -148,7 +131,7 @@ func TestReadRowsStandAfterALostConnection(t *testing.T) {
 		{read: false, next: true, err: io.ErrUnexpectedEOF, want: true},
 		{read: true, next: true, err: errors.New("a server error"), want: true},
 	} {
-		r := &Rows{Rows: &closingRows{left: 1, err: c.err}, Read: c.read}
+		r := &Rows{Rows: &plainRows{left: 1, closeErr: c.err}, Read: c.read}
 		if c.next {
 			if err := r.Next(dest); err != nil {
 				t.Fatal(err)
