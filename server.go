@@ -73,12 +73,10 @@ type servers struct {
 // it; the least recently seen is forgotten first.
 const maxServersPerNode = 16
 
-// learn returns the server for id, registering it, and reports whether
-// it is a new incarnation of a server seen before (a restart) and whether
-// the node now has several servers behind it.
-func (s *servers) learn(id serverID) (srv *server, restarted, several bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// learnLocked returns the server for id, registering it, and reports
+// whether it is a new incarnation of a server seen before (a restart) and
+// whether the node now has several servers behind it. s.mu is held.
+func (s *servers) learnLocked(id serverID) (srv *server, restarted, several bool) {
 	now := time.Now().UnixNano()
 	for i, known := range s.list {
 		if !known.id.sameServer(id) {
@@ -115,10 +113,9 @@ func (s *servers) learn(id serverID) (srv *server, restarted, several bool) {
 	return srv, false, len(s.list) > 1
 }
 
-// current reports whether srv is the latest incarnation of its server.
-func (s *servers) current(srv *server) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// currentLocked reports whether srv is the latest incarnation of its
+// server. s.mu is held.
+func (s *servers) currentLocked(srv *server) bool {
 	for _, known := range s.list {
 		if known == srv {
 			return true
@@ -127,11 +124,9 @@ func (s *servers) current(srv *server) bool {
 	return false
 }
 
-// minReplay is the least replay position known over every server: what
-// any connection of an endpoint is known to have.
-func (s *servers) minReplay() LSN {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// minReplayLocked is the least replay position known over every server:
+// what any connection of an endpoint is known to have. s.mu is held.
+func (s *servers) minReplayLocked() LSN {
 	if len(s.list) == 0 {
 		return 0
 	}
@@ -190,49 +185,57 @@ func serverIDOf(s probe.Server) serverID {
 // only server (a restart behind a pooler, or one that outlived no
 // connection) forgets what was known of its replay.
 func (n *node) noteServer(id serverID) *server {
-	srv, restarted, several := n.servers.learn(id)
+	n.servers.mu.Lock()
+	defer n.servers.mu.Unlock()
+	srv, restarted, several := n.servers.learnLocked(id)
 	if several && !n.endpoint.Load() {
 		n.endpoint.Store(true)
 		n.perConn.Store(true)
 	}
 	if restarted || several || n.pooled.Load() {
-		n.replay.Store(uint64(n.knownForAll()))
+		n.replay.Store(uint64(n.knownForAllLocked()))
 	}
 	return srv
 }
 
-// knownForAll is the replay position every connection of n is known to
-// reach: the node's own for a single server; the least of its servers'
-// for an endpoint; none behind a pooler, which may send each transaction
-// to another backend (a read there is proven in its own flight, or on the
-// connection just before it).
-func (n *node) knownForAll() LSN {
+// knownForAllLocked is the replay position every connection of n is
+// known to reach: the node's own for a single server; the least of its
+// servers' for an endpoint; none behind a pooler, which may send each
+// transaction to another backend (a read there is proven in its own
+// flight, or on the connection just before it). n.servers.mu is held.
+func (n *node) knownForAllLocked() LSN {
 	if n.pooled.Load() {
 		return 0
 	}
-	return n.servers.minReplay()
+	return n.servers.minReplayLocked()
 }
 
 // observeOn records that server srv replayed l. A node with one server
 // keeps it as its own position too (srv nil: its identity was not read, a
 // test double). Behind a pooler nothing is kept: the next transaction may
 // reach another backend.
+//
+// The node's position changes under its servers' lock, as noteServer
+// changes the servers: a server that arrived between a look at the
+// servers and the change would find the node's position raised past
+// what that server is known to have.
 func (n *node) observeOn(srv *server, l LSN) {
+	if n.pooled.Load() {
+		return
+	}
+	if srv != nil {
+		atomicMax(&srv.replay, uint64(l))
+	}
+	n.servers.mu.Lock()
+	defer n.servers.mu.Unlock()
 	switch {
-	case n.pooled.Load():
-	case srv == nil:
-		if !n.endpoint.Load() {
-			n.observeReplay(l)
+	case n.endpoint.Load():
+		if srv != nil {
+			srv.sawReplay(l, time.Now())
+			n.replay.Store(uint64(n.knownForAllLocked()))
 		}
-	case !n.endpoint.Load():
-		atomicMax(&srv.replay, uint64(l))
-		if n.servers.current(srv) {
-			n.observeReplay(l)
-		}
-	default:
-		atomicMax(&srv.replay, uint64(l))
-		srv.sawReplay(l, time.Now())
-		n.replay.Store(uint64(n.knownForAll()))
+	case srv == nil || n.servers.currentLocked(srv):
+		n.observeReplay(l)
 	}
 }
 
