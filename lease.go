@@ -222,6 +222,13 @@ func (r *router) leaseAffine(ctx context.Context, pl *plan, proven bool) (lease,
 		pl.prefer.pool.release(res, nil) // maybe another server, or incarnation
 		return lease{}, false
 	}
+	if proven && res.Value().knownReplay() < r.needOn(pl, pl.prefer) {
+		// Behind an endpoint selection saw the least of its servers and
+		// the lag of its probe's: this server must be known to have the
+		// read's position itself, its lag bound included.
+		pl.prefer.pool.release(res, nil)
+		return lease{}, false
+	}
 	return r.newLease(res, true, false), true
 }
 

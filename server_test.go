@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/pgreplica/pgreplica/internal/lagtrack"
+	"github.com/pgreplica/pgreplica/internal/monoclock"
 )
 
 // TestServersBehindANode: facts about a server belong to the server a
@@ -211,5 +212,33 @@ func TestServersLate(t *testing.T) {
 				t.Errorf("replicasLate = %v, want %v", got, tc.late)
 			}
 		})
+	}
+}
+
+// TestAffineReadNeedsItsOwnServersPosition: a session read that stays on
+// its last read's server behind an endpoint is served there without a
+// check only when that server is known to have the read's position: the
+// node's own position is the least of its servers', and a look at them
+// that a new server overtook may have left it higher.
+func TestAffineReadNeedsItsOwnServersPosition(t *testing.T) {
+	mc := newMockCluster(t, 1, nil)
+	mc.refresh()
+	c := mc.c
+	topo := c.topo.Load()
+	n := topo.nodes[1].n
+	pl := &plan{topo: topo, prefer: n, preferSince: monoclock.Now() + monoclock.Time(time.Hour), need: 0x200}
+	pl.fresh.add(1)
+	n.replay.Store(0x300) // what selection saw
+	if l, ok := c.leaseAffine(context.Background(), pl, true); !ok {
+		t.Fatal("one server known to have the position: not served where the session last read")
+	} else {
+		l.release(nil)
+	}
+	n.noteServer(serverID{sysid: mc.sysid, addr: "10.0.0.1", port: 5432, started: 1})
+	n.noteServer(serverID{sysid: mc.sysid, addr: "10.0.0.2", port: 5432, started: 1})
+	n.replay.Store(0x300) // raised past what the connection's server is known to have
+	if l, ok := c.leaseAffine(context.Background(), pl, true); ok {
+		l.release(nil)
+		t.Fatal("behind an endpoint, served on a connection whose server is not known to have the position")
 	}
 }
