@@ -27,12 +27,22 @@ func (p *Pool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) 
 	if opts.AccessMode == pgx.ReadOnly && opts.IsoLevel != pgx.Serializable {
 		kind = pgxroute.ReadOnlyTx
 	}
-	op := &txOp{ctx: ctx, opts: opts}
-	l, err := p.routeOp(ctx, pgxroute.Request{Kind: kind, Guarded: op}, op)
+	l, inner, err := p.begin(ctx, opts, kind)
 	if err != nil {
 		return nil, err
 	}
-	return &tx{Tx: op.inner, st: &txState{l: l, snapshot: kind == pgxroute.ReadOnlyTx}, outer: true}, nil
+	st := &txState{l: l, snapshot: kind == pgxroute.ReadOnlyTx}
+	if st.snapshot {
+		st.pool, st.opts = p, opts // for beginAgain
+	}
+	return &tx{Tx: inner, st: st, outer: true}, nil
+}
+
+// begin routes a transaction of kind and begins it where it lands.
+func (p *Pool) begin(ctx context.Context, opts pgx.TxOptions, kind pgxroute.Kind) (pgxroute.Lease, pgx.Tx, error) {
+	op := &txOp{ctx: ctx, opts: opts}
+	l, err := p.routeOp(ctx, pgxroute.Request{Kind: kind, Guarded: op}, op)
+	return l, op.inner, err
 }
 
 // tx is a transaction (or a savepoint inside one) on a leased connection.
@@ -56,6 +66,13 @@ type txState struct {
 	// snapshot: READ ONLY below SERIALIZABLE, whose reads stand without
 	// their COMMIT (a serializable one's are certified only by it).
 	snapshot bool
+	// pool and opts begin a snapshot transaction again (beginAgain);
+	// used is set once a statement of it was answered, or may have been.
+	pool *Pool
+	opts pgx.TxOptions
+	used bool
+	// lost: the connection was lost and the transaction not begun again.
+	lost bool
 }
 
 // readOnly reports a snapshot transaction that ran only reads: its COMMIT
@@ -70,6 +87,7 @@ func (t *tx) note(sql string) {
 
 // Begin starts a savepoint, as pgx does.
 func (t *tx) Begin(ctx context.Context) (pgx.Tx, error) {
+	t.st.used = true
 	sp, err := t.Tx.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -119,6 +137,10 @@ func (t *tx) Rollback(ctx context.Context) error {
 	}
 	st := t.st
 	if st.ended {
+		if st.lost {
+			st.lost = false
+			return nil // lost, and not begun again (beginAgain)
+		}
 		return pgx.ErrTxClosed
 	}
 	st.ended = true
@@ -131,20 +153,41 @@ func (t *tx) Rollback(ctx context.Context) error {
 
 func (t *tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	t.note(sql)
-	return t.Tx.Exec(ctx, sql, args...)
+	tag, err := t.Tx.Exec(ctx, sql, args...)
+	if err != nil && t.beginAgain(ctx, err) {
+		t.note(sql)
+		tag, err = t.Tx.Exec(ctx, sql, args...)
+	}
+	t.st.used = true
+	return tag, err
 }
 
 func (t *tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	t.note(sql)
-	return t.Tx.Query(ctx, sql, args...)
+	if !t.mayBeginAgain() {
+		t.st.used = true
+		return t.Tx.Query(ctx, sql, args...)
+	}
+	rows, err := t.Tx.Query(ctx, sql, args...)
+	again := err != nil && t.beginAgain(ctx, err)
+	if again {
+		t.note(sql)
+		rows, err = t.Tx.Query(ctx, sql, args...)
+	}
+	if err != nil {
+		t.st.used = true
+		return rows, err
+	}
+	return &firstRows{Rows: rows, t: t, ctx: ctx, sql: sql, args: args, again: again}, nil
 }
 
 func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	t.note(sql)
 	if t.st.readOnly() {
-		rows, _ := t.Tx.Query(ctx, sql, args...) // its error is the rows'
+		rows, _ := t.Query(ctx, sql, args...) // noted there; its error is the rows'
 		return readRow{rows}
 	}
+	t.note(sql)
+	t.st.used = true
 	return t.Tx.QueryRow(ctx, sql, args...)
 }
 
@@ -172,6 +215,7 @@ func (r readRow) Scan(dest ...any) error {
 }
 
 func (t *tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	t.st.used = true
 	for _, q := range b.QueuedQueries {
 		t.note(q.SQL)
 	}
@@ -179,6 +223,7 @@ func (t *tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 func (t *tx) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
+	t.st.used = true
 	t.st.wrote = true
 	return t.Tx.CopyFrom(ctx, tableName, columnNames, rowSrc)
 }
@@ -193,6 +238,7 @@ func (t *tx) LargeObjects() pgx.LargeObjects {
 // Prepare creates a named statement, session state that outlives the
 // transaction: the connection is closed, not reused, after it.
 func (t *tx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	t.st.used = true
 	t.st.l.Dirty()
 	return t.Tx.Prepare(ctx, name, sql)
 }
