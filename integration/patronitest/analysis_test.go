@@ -340,6 +340,46 @@ func firstWriteAfter(ops []op, t time.Time, m int) (op, bool) {
 	return best, found
 }
 
+// afterPromotion tells what of the time to the first write on promoted
+// member pr is the router's: when it first ran anything there (a read
+// waiting for a primary, or a write), how long after the promotion the
+// writes then waiting for a primary were acknowledged, and how long the
+// writes begun in the second after it took. The first write on it also
+// waits for a session to come to its write: the workload's share.
+func afterPromotion(ops []op, pr patroni.Promotion) string {
+	var first time.Time
+	var waiting, begun []time.Duration
+	for _, o := range ops {
+		if o.Err != nil || o.Node != pr.Member || o.End.Before(pr.At) {
+			continue
+		}
+		if (o.Kind == checker.OpWrite || o.OnPrimary) && (first.IsZero() || o.End.Before(first)) {
+			first = o.End
+		}
+		switch {
+		case o.Kind != checker.OpWrite:
+		case o.Start.Before(pr.At):
+			waiting = append(waiting, o.End.Sub(pr.At))
+		case o.Start.Before(pr.At.Add(time.Second)):
+			begun = append(begun, o.End.Sub(o.Start))
+		}
+	}
+	if first.IsZero() {
+		return ""
+	}
+	s := fmt.Sprintf("; the router's first operation on it %s later", first.Sub(pr.At).Round(time.Millisecond))
+	if len(waiting) > 0 {
+		s += fmt.Sprintf(", %d writes waiting at the promotion acknowledged %s–%s after it", len(waiting),
+			slices.Min(waiting).Round(time.Millisecond), slices.Max(waiting).Round(time.Millisecond))
+	}
+	if len(begun) > 0 {
+		slices.Sort(begun)
+		s += fmt.Sprintf(", %d writes begun in the second after it took %s median, %s at most", len(begun),
+			begun[len(begun)/2].Round(time.Millisecond), begun[len(begun)-1].Round(time.Millisecond))
+	}
+	return s
+}
+
 // firstWriteStarted returns the successful write that started at or after
 // t and was acknowledged first.
 func firstWriteStarted(ops []op, t time.Time) (op, bool) {

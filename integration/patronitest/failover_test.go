@@ -93,8 +93,10 @@ func TestPatroniFailover(t *testing.T) {
 	if err := c.Exec(ctx, h.Leader, fmt.Sprintf(schema, *sessions-1, keys-1)); err != nil {
 		t.Fatal(err)
 	}
-	w := newWorkload(openRouter(t, c), c, *sessions, keys, uint64(time.Now().UnixNano()), marking(t))
+	db := openRouter(t, c)
+	w := newWorkload(db, c, *sessions, keys, uint64(time.Now().UnixNano()), marking(t))
 	roles := c.WatchRoles(20 * time.Millisecond)
+	view := watchRouter(db.cn)
 	writerPort := c.WatchHAProxy(20 * time.Millisecond)
 	run := time.Now()
 	w.start()
@@ -195,6 +197,7 @@ func TestPatroniFailover(t *testing.T) {
 	ops := halt()
 	ended := time.Now()
 	events := roles.Stop()
+	seen := view.Stop()
 	var routed []patroni.WriterChange
 	if *via == "haproxy" {
 		routed = writerPort.Stop()
@@ -210,7 +213,7 @@ func TestPatroniFailover(t *testing.T) {
 	}
 	promotions := patroni.Promotions(events)
 	out := analyse(ops, fs, promotions, events, c)
-	report(t, out, faults, promotions, events, routed, w, run, ended)
+	report(t, out, faults, promotions, events, routed, seen, w, run, ended)
 	t.Logf("run time: %s (cluster start %s, workload %s, check %s)", time.Since(began).Round(time.Millisecond),
 		started.Sub(began).Round(time.Millisecond), ended.Sub(run).Round(time.Millisecond), time.Since(ended).Round(time.Millisecond))
 
@@ -323,11 +326,11 @@ func openRouter(t *testing.T, c *patroni.Cluster) handles {
 	}
 	if *nativePgx {
 		h := openPgx(t, cfg)
-		return handles{read: h, write: h}
+		return handles{read: h, write: h, cn: h.p.Connector()}
 	}
-	db, _ := itest.OpenConfig(t, cfg)
+	db, cn := itest.OpenConfig(t, cfg)
 	db.SetMaxOpenConns(4 * *sessions)
-	return handles{read: sqlHandle{db}, write: sqlHandle{db}}
+	return handles{read: sqlHandle{db}, write: sqlHandle{db}, cn: cn}
 }
 
 // openPgx opens pgreplicapgx's pool on cfg, each server's connection
@@ -392,7 +395,7 @@ func dwellFor(ctx context.Context, d time.Duration) {
 
 // report logs what the run showed.
 func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Promotion, events []patroni.RoleEvent,
-	routed []patroni.WriterChange, w *workload, began, ended time.Time) {
+	routed []patroni.WriterChange, seen []viewEvent, w *workload, began, ended time.Time) {
 	t.Helper()
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -469,6 +472,10 @@ func report(t *testing.T, out *outcome, faults []fault, promotions []patroni.Pro
 		} else {
 			line += ": no successful write on it"
 		}
+		if at, ok := sawPrimary(seen, w.c.Addr(pr.Member), pr.Timeline); ok {
+			line += fmt.Sprintf("; the router's probes showed it %s later", at.Sub(pr.At).Round(time.Millisecond))
+		}
+		line += afterPromotion(out.ops, pr)
 		// Through HAProxy no client reaches the new primary before its
 		// checks let it: what the client adds is counted from there.
 		if at, ok := patroni.WriterUpAfter(routed, pr.At, pr.Member); ok && wrote {

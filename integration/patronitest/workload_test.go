@@ -70,8 +70,12 @@ type op struct {
 }
 
 // handles are what the sessions write and read through: one pgreplica
-// handle for both, or the naive baseline's two handles.
-type handles struct{ write, read handle }
+// handle for both (cn its connector), or the naive baseline's two
+// handles.
+type handles struct {
+	write, read handle
+	cn          *pgreplica.Connector
+}
 
 // workload runs sessions through db until stopped.
 type workload struct {
