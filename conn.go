@@ -105,7 +105,7 @@ func (cn *conn) exec(ctx context.Context, query string, cls stmtclass.Class, arg
 	}
 	if cls.SessionState {
 		l.watch.end() // the statement is over; the connection stays
-		cn.pinned = &l
+		cn.pinned = pin(l)
 	} else {
 		l.release(nil)
 	}
@@ -162,7 +162,7 @@ func (cn *conn) query(ctx context.Context, query string, cls stmtclass.Class, ar
 	rows := st.rows
 	if cls.SessionState {
 		l.watch.end() // the connection outlives the statement's context
-		cn.pinned = &l
+		cn.pinned = pin(l)
 		return cn.stickyRows(ctx, &pl, l.p, rows), nil
 	}
 	lr := &leasedRows{pl: pl, l: l}
@@ -255,6 +255,10 @@ func (r *capturingRows) AfterRows(err error) error {
 	}
 	return nil
 }
+
+// pin returns a copy of l for cn.pinned: taking l's own address would
+// move every statement's lease to the heap, pinned or not.
+func pin(l lease) *lease { return &l }
 
 // sticky returns the lease this virtual conn is bound to, if any.
 func (cn *conn) sticky() *lease {
