@@ -186,6 +186,14 @@ func (pl *plan) decide(t *topology, cls stmtclass.Class, req *requirement, cfg *
 				pl.pendingWriteAt = at
 			}
 		}
+		// A capture that covered the session's pending ticket after its
+		// watermark was read above is folded in by pendingFor, which then
+		// reports nothing pending: the watermark is read again, or the
+		// read would need neither the ticket nor the position it covered
+		// (a read-your-writes violation, seen under Patroni).
+		if lsn, ok := pl.session.lsnFor(t.sysid); ok {
+			need = max(need, lsn)
+		}
 	}
 	pl.kind, pl.need = kind, need
 	switch {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgreplica/pgreplica/internal/marks"
 	"github.com/pgreplica/pgreplica/internal/stmtclass"
 )
 
@@ -123,3 +124,45 @@ func TestDecideReadsWatermarksOnlyWhenNeeded(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideNeedsAWritePositionCoveredWhilePlanning: a session read takes
+// its need from the session's watermark, then looks for the session's
+// pending write. A capture that covers the write in between (here while
+// the plan reads the process watermarks) must not leave the plan needing
+// neither the write's ticket nor its position.
+func TestDecideNeedsAWritePositionCoveredWhilePlanning(t *testing.T) {
+	top := snapshot(spec{role: rolePrimary}, spec{role: roleReplica, replay: 500}, spec{role: roleReplica, replay: 900})
+	top.marks = new(marks.Cluster)
+	sess := NewSession()
+	sess.advance(400, 1, 7)
+	ticket := top.marks.Issue(true, false, false)
+	sess.notePending(top.sysid, top.timeline, nil, top.marks, ticket, true)
+
+	cfg := Config{WaitBudget: time.Second, Fallback: FallbackPrimary}
+	s := settingsOf(&cfg)
+	process := func() processLSNs {
+		// The write's position is read now: 800, past the first replica.
+		if err := top.marks.Resolve(context.Background(), fixedCapture(800), ticket); err != nil {
+			t.Fatal(err)
+		}
+		return processLSNs{}
+	}
+	var pl plan
+	if err := pl.decide(top, stmtclass.Classify("SELECT 1"), requirementFrom(WithSession(context.Background(), sess)), &s, process, time.Time{}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if pl.need < 800 && pl.pending == 0 {
+		t.Fatalf("plan needs %s with nothing pending; the session wrote at 800", pl.need)
+	}
+	if got := members(pl.fresh); !slices.Equal(got, []int{2}) {
+		t.Errorf("fresh replicas %v, want [2] (replica 1 replayed 500 only)", got)
+	}
+}
+
+// fixedCapture is a marks.Capturer that reads the same position each time.
+type fixedCapture uint64
+
+func (f fixedCapture) Capture(context.Context, bool) (uint64, error) { return uint64(f), nil }
+func (fixedCapture) KnowsPrimary() bool                              { return true }
+func (fixedCapture) Closed() bool                                    { return false }
+func (fixedCapture) Captured()                                       {}
