@@ -117,10 +117,9 @@ func (r *router) tryLeasePrimary(ctx context.Context, t *topology, slot bool) (l
 		// the address does not lead to the primary now: the statement
 		// waits for one that does. (Keeping a promoted replica's own
 		// connections for writes made the first writes after a Patroni
-		// promotion sooner on a busy machine, but three of ten
-		// twelve-fault runs with it found a read-your-writes or
-		// monotonic violation, and nine without it none: not done until
-		// that is understood; see docs/platforms.md.)
+		// promotion sooner on a busy machine only. The violations runs
+		// with it met came from a race in plan.decide, fixed since; see
+		// docs/platforms.md.)
 		fresh := p.returned == p.created
 		pv.n.pool.release(res, errNotPrimaryConn)
 		if fresh {
