@@ -218,16 +218,16 @@ func (r *router) resolveUntil(ctx context.Context, m *clusterMarks, ticket uint6
 func (r *router) futile(ctx context.Context, pl *plan) (futile, paused bool) {
 	deadline := pl.waitDeadline(ctx)
 	now := time.Now()
-	passed, ok := r.primaryLSNs.PassedAt(uint64(pl.need))
+	reached, ok := r.primaryLSNs.ReachedAt(uint64(pl.need))
 	if !ok {
-		passed = now // the primary reached it after its last sample
+		reached = now // the primary reached it after its last sample
 	}
 	for set := pl.replicas(false); set != 0; set &= set - 1 {
 		v := &pl.topo.nodes[set.nth(0)]
 		if v.n.endpoint.Load() {
 			// The probe reached one server behind it: each server's own
 			// looks decide (server.go, serverLook).
-			if !v.n.serversFutile(pl.need, passed, deadline, now, &r.primaryLSNs) {
+			if !v.n.serversFutile(pl.need, reached, deadline, now, &r.primaryLSNs) {
 				return false, false
 			}
 			continue
@@ -236,7 +236,7 @@ func (r *router) futile(ctx context.Context, pl *plan) (futile, paused bool) {
 			paused = true
 			continue // cannot serve it: a paused replica proves nothing of the others
 		}
-		ready := passed.Add(v.status.applyDelay)
+		ready := reached.Add(v.status.applyDelay)
 		// The rate predicts only while replay is the bottleneck (a
 		// backlog of WAL received and waiting, rateBacklog or more): a
 		// replica that replays what it gets at once shows the primary's
@@ -332,11 +332,11 @@ func (r *router) checkNode(ctx context.Context, pl *plan, n *node, best *LSN) (l
 			if LSN(srv.replay.Load()) >= need {
 				return true, nil
 			}
-			passed, ok := r.primaryLSNs.PassedAt(uint64(need))
+			reached, ok := r.primaryLSNs.ReachedAt(uint64(need))
 			if !ok {
-				passed = now
+				reached = now
 			}
-			if srv.tooLate(need, passed, pl.waitDeadline(ctx), now, &r.primaryLSNs) {
+			if srv.tooLate(need, reached, pl.waitDeadline(ctx), now, &r.primaryLSNs) {
 				return false, nil
 			}
 		}

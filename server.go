@@ -329,27 +329,27 @@ func (n *node) serversLate(ahead time.Duration, now time.Time, primary *lagtrack
 }
 
 // serversFutile reports whether no server behind endpoint n can have
-// replayed need, which the primary passed at passed, by deadline (see
+// replayed need, which the primary reached at reached, by deadline (see
 // tooLate). A server not looked at recently may make it, and so may an
 // endpoint with no server known.
-func (n *node) serversFutile(need LSN, passed, deadline, now time.Time, primary *lagtrack.Tracker) bool {
+func (n *node) serversFutile(need LSN, reached, deadline, now time.Time, primary *lagtrack.Tracker) bool {
 	futile := false
 	n.servers.each(now, func(srv *server) bool {
-		futile = srv.tooLate(need, passed, deadline, now, primary)
+		futile = srv.tooLate(need, reached, deadline, now, primary)
 		return futile
 	})
 	return futile
 }
 
 // tooLate reports whether srv is known not to have replayed need, which
-// the primary passed at passed, by deadline: it has not yet, and it is
+// the primary reached at reached, by deadline: it has not yet, and it is
 // paused or lags so far behind that it replays need after deadline.
-func (srv *server) tooLate(need LSN, passed, deadline, now time.Time, primary *lagtrack.Tracker) bool {
+func (srv *server) tooLate(need LSN, reached, deadline, now time.Time, primary *lagtrack.Tracker) bool {
 	if LSN(srv.replay.Load()) >= need {
 		return false
 	}
 	lag, paused, known := srv.behind(now, primary)
-	return known && (paused || passed.Add(lag).After(deadline))
+	return known && (paused || reached.Add(lag).After(deadline))
 }
 
 // each calls f, under the list's lock, for every server seen within

@@ -26,12 +26,16 @@ func TestFutileWaitPrediction(t *testing.T) {
 		sampled      time.Duration // how long ago the replica was probed
 		smallBacklog bool          // the backlog is 352 bytes
 		need         LSN
-		passedAt     time.Duration // how long ago the primary passed need (0: not yet sampled)
+		passedAt     time.Duration // how long ago the primary reached 2000 (0: just now)
 		futile       bool
 	}{
 		{name: "apply delay beyond the budget", delay: 300 * time.Millisecond, need: 5000, futile: true},
 		{name: "apply delay within the budget", delay: 100 * time.Millisecond, need: 5000},
 		{name: "apply delay long since served", delay: 300 * time.Millisecond, need: 1500, passedAt: time.Second},
+		// The primary sits on its last write's position: nothing passed it,
+		// but it was reached a second ago, and applied since.
+		{name: "an idle primary's last write, applied long since", delay: 300 * time.Millisecond, need: 2000, passedAt: time.Second},
+		{name: "an idle primary's last write, written just now", delay: 300 * time.Millisecond, need: 2000, futile: true},
 		{name: "idle replica: no rate, no prediction", need: 5000},
 		{name: "far behind at its replay rate", rate: 1 << 20, backlog: true, need: 10 << 20, futile: true},
 		{name: "a little behind at its replay rate", rate: 1 << 20, backlog: true, need: 2000},

@@ -97,8 +97,9 @@ func TestShapes(t *testing.T) {
 			m.Report.WriteDetails(&b, 5)
 			t.Logf("%s:\n%s", name, b.String())
 			if s := m.Report.Stats; s != nil {
-				t.Logf("%s: reads on replicas %d, on the primary %d, fallen back %d %v; %d waits for a replica, p50 %v, p95 %v, max %v; %d replay checks, %d in flights",
-					name, s.ReplicaReads, s.PrimaryReads, s.FallbackReads, s.Fallbacks, s.Wait.Count, s.Wait.P50, s.Wait.P95, s.Wait.Max, s.ReplayChecks, s.FlightChecks)
+				t.Logf("%s: reads on replicas %d, on the primary %d, fallen back %d %v (%d of them for a write too recent); %d waits for a replica, p50 %v, p95 %v, max %v; %d replay checks, %d in flights; retries: %d lost connection, %d conflict; %d hedges",
+					name, s.ReplicaReads, s.PrimaryReads, s.FallbackReads, s.Fallbacks, s.RecentWriteReads, s.Wait.Count, s.Wait.P50, s.Wait.P95, s.Wait.Max, s.ReplayChecks, s.FlightChecks,
+					s.ConnLostRetries, s.ConflictRetries, s.Hedges)
 			}
 		}
 		if m.Err != nil {

@@ -106,3 +106,31 @@ func (l *Tracker) PassedAt(replay uint64) (at time.Time, ok bool) {
 	}
 	return after.at, ok
 }
+
+// ReachedAt estimates when the primary's position first reached pos,
+// interpolating between the last sample below it and the first one at or
+// above it. ok is false when no sample has reached it yet. When every
+// kept sample is at or above pos, the oldest sample's time is the
+// estimate (an upper bound).
+//
+// It is PassedAt for a position the primary may still sit on: an idle
+// primary reached the position of its last write when it wrote it, though
+// nothing has passed it since, and a replica applies that write from then
+// on (after its apply delay).
+func (l *Tracker) ReachedAt(pos uint64) (at time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first sample // the oldest sample seen so far at or above pos
+	for i := 0; i < l.count; i++ {
+		s := l.samples[(l.next-1-i+2*len(l.samples))%len(l.samples)]
+		if s.lsn < pos {
+			if !ok {
+				return time.Time{}, false
+			}
+			frac := float64(pos-s.lsn) / float64(first.lsn-s.lsn)
+			return s.at.Add(time.Duration(frac * float64(first.at.Sub(s.at)))), true
+		}
+		first, ok = s, true
+	}
+	return first.at, ok
+}

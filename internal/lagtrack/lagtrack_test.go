@@ -111,3 +111,37 @@ func TestAddAtLeast(t *testing.T) {
 		t.Errorf("an older lower bound changed the newest position to %d", pos)
 	}
 }
+
+func TestLagTrackerReachedAt(t *testing.T) {
+	var l Tracker
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	if _, ok := l.ReachedAt(10); ok {
+		t.Fatal("no samples: nothing reached")
+	}
+	l.Add(ms(0), 100)
+	l.Add(ms(250), 200)
+	l.Add(ms(500), 300)
+	l.Add(ms(60_000), 300) // then idle for a minute
+	for _, tc := range []struct {
+		pos  uint64
+		want time.Time
+		ok   bool
+	}{
+		{301, time.Time{}, false}, // ahead of the last sample
+		{300, ms(500), true},      // the idle primary's position: reached long ago, never passed
+		{250, ms(375), true},      // interpolated
+		{200, ms(250), true},      // on a sample: reached then
+		{150, ms(125), true},
+		{100, ms(0), true}, // on the oldest sample
+		{50, ms(0), true},  // below every sample: the oldest is an upper bound
+	} {
+		got, ok := l.ReachedAt(tc.pos)
+		if ok != tc.ok || !got.Equal(tc.want) {
+			t.Errorf("ReachedAt(%d) = %v, %v; want %v, %v", tc.pos, got.Sub(t0), ok, tc.want.Sub(t0), tc.ok)
+		}
+	}
+	if _, ok := l.PassedAt(300); ok {
+		t.Error("PassedAt(300) on the idle primary's position: nothing passed it")
+	}
+}
