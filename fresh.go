@@ -232,6 +232,12 @@ func (r *router) futile(ctx context.Context, pl *plan) (futile, paused bool) {
 			}
 			continue
 		}
+		if v.status.lsn >= pl.need {
+			// Its probe saw it past the position, whatever its apply
+			// delay is now (a delay raised since applies to later
+			// commits); behind a pooler, the only such sign.
+			return false, false
+		}
 		if v.status.paused && LSN(v.n.replay.Load()) < pl.need {
 			paused = true
 			continue // cannot serve it: a paused replica proves nothing of the others

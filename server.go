@@ -348,6 +348,9 @@ func (srv *server) tooLate(need LSN, reached, deadline, now time.Time, primary *
 	if LSN(srv.replay.Load()) >= need {
 		return false
 	}
+	if look := srv.look.Load(); look != nil && look.replay >= need {
+		return false // seen past it (behind a pooler, srv.replay is not kept)
+	}
 	lag, paused, known := srv.behind(now, primary)
 	return known && (paused || reached.Add(lag).After(deadline))
 }

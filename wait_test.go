@@ -36,6 +36,10 @@ func TestFutileWaitPrediction(t *testing.T) {
 		// but it was reached a second ago, and applied since.
 		{name: "an idle primary's last write, applied long since", delay: 300 * time.Millisecond, need: 2000, passedAt: time.Second},
 		{name: "an idle primary's last write, written just now", delay: 300 * time.Millisecond, need: 2000, futile: true},
+		// Its probe saw it past the position: a delay raised since
+		// applies to later commits.
+		{name: "apply delay beyond the budget, the position replayed at the probe", delay: 300 * time.Millisecond, need: 900},
+		{name: "paused, the position replayed at the probe", paused: true, need: 900},
 		{name: "idle replica: no rate, no prediction", need: 5000},
 		{name: "far behind at its replay rate", rate: 1 << 20, backlog: true, need: 10 << 20, futile: true},
 		{name: "a little behind at its replay rate", rate: 1 << 20, backlog: true, need: 2000},
