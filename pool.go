@@ -63,6 +63,13 @@ type hostPool struct {
 	// and captures take turns), and closed when it gives it back.
 	monitorLent atomic.Int64
 	monitorBack atomic.Pointer[chan struct{}]
+	// asideMu keeps the monitor from taking idle connections aside
+	// (lendIdle, reap) while a statement borrows: statements hold it
+	// shared, the monitor only tries it exclusively and skips its turn
+	// when it cannot have it. Without it, a statement that came while the
+	// monitor held the idle connections for a moment found the pool
+	// empty, and puddle dialed one more.
+	asideMu sync.RWMutex
 
 	// lost is when a connection of any of the connector's pools was last
 	// found lost (a monoclock.Time; shared by them: see answeredLately).
@@ -144,6 +151,8 @@ func (hp *hostPool) acquireRead(ctx context.Context) (*puddle.Resource[*physical
 
 func (hp *hostPool) acquireFor(ctx context.Context, forRead bool) (*puddle.Resource[*physical], error) {
 	start := monoclock.Now()
+	hp.asideMu.RLock()
+	defer hp.asideMu.RUnlock()
 	hp.awaitMonitor(ctx)
 	for rejects := 0; ; {
 		res, err := hp.pool.Acquire(ctx)
@@ -191,6 +200,8 @@ func (hp *hostPool) waitEnded(ctx context.Context, start monoclock.Time) error {
 // its socket (answeredLately). The health check of a connection that sat
 // idle gives up after pingLimit.
 func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*puddle.Resource[*physical], bool) {
+	hp.asideMu.RLock()
+	defer hp.asideMu.RUnlock()
 	for hp.idle.Load() > 0 {
 		res, err := hp.pool.TryAcquire(ctx)
 		if err != nil {
@@ -220,12 +231,20 @@ func (hp *hostPool) tryAcquire(ctx context.Context, pingLimit time.Duration) (*p
 // dial, and skips the health check (the probe is one). Give it back
 // with giveBack.
 func (hp *hostPool) lendIdle() *puddle.Resource[*physical] {
-	if hp.idle.Load() <= 0 || hp.closing.Load() {
+	if hp.idle.Load() <= 0 || hp.closing.Load() || !hp.asideMu.TryLock() {
+		return nil
+	}
+	defer hp.asideMu.Unlock()
+	// No statement borrows now, so puddle's idle connections can only be
+	// more by the time of TryAcquire. Only if there are none would it fail
+	// (idle counts a connection a moment before its release), and start a
+	// dial.
+	if hp.pool.Stat().IdleResources() == 0 {
 		return nil
 	}
 	res, err := hp.pool.TryAcquire(context.Background())
 	if err != nil {
-		return nil // taken meanwhile
+		return nil
 	}
 	hp.monitorLent.Add(1)
 	hp.uncount(res.Value())
@@ -256,11 +275,13 @@ func (hp *hostPool) giveBack(res *puddle.Resource[*physical], err error) {
 // monitor holds one, for the monitor to give it back (one round trip;
 // its query gives up within ProbeTimeout), or for ctx to end: the
 // statement then takes that connection instead of making the pool dial
-// one more because a probe happened to run on the idle one. Only such a
-// collision costs more than two atomic loads.
+// one more because a probe happened to run on the idle one. Only while
+// the monitor holds one does it cost more than an atomic load: it asks
+// puddle, not idle, whether another is idle, because the monitor counts
+// the one it gives back a moment before puddle has it.
 func (hp *hostPool) awaitMonitor(ctx context.Context) {
 	back := hp.monitorBack.Load()
-	if back == nil || hp.idle.Load() > 0 {
+	if back == nil || hp.pool.Stat().IdleResources() > 0 {
 		return
 	}
 	select {
@@ -453,6 +474,10 @@ func (hp *hostPool) reap() {
 	// given back goes on top: give them back oldest first, so that the
 	// next statement still gets the newest (warm: no ping, its prepared
 	// statements) and not, after every probe, the coldest.
+	if !hp.asideMu.TryLock() {
+		return // a statement is borrowing: next time
+	}
+	defer hp.asideMu.Unlock()
 	all := hp.pool.AcquireAllIdle()
 	for _, res := range slices.Backward(all) {
 		hp.uncount(res.Value())

@@ -82,6 +82,44 @@ func TestReapKeepsTheNewestConnectionFirst(t *testing.T) {
 	}
 }
 
+// TestMonitorMakesNoStatementDial: the monitor's looks at the idle
+// connections (reap, after every probe) and its borrows (lendIdle) never
+// leave a statement to find the pool empty for a moment, which made
+// puddle dial one more connection: the round trips of its start-up
+// showed in TestRoundTrips on a fast machine.
+func TestMonitorMakesNoStatementDial(t *testing.T) {
+	_, hp := primaryWithOneIdle(t)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	monitorDone := make(chan struct{})
+	go func() {
+		defer close(monitorDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			hp.reap()
+			if res := hp.lendIdle(); res != nil {
+				hp.giveBack(res, nil)
+			}
+		}
+	}()
+	for range 20000 {
+		res, err := hp.acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hp.release(res, nil)
+	}
+	close(stop)
+	<-monitorDone
+	if got := hp.pool.Stat().TotalResources(); got != 1 {
+		t.Errorf("the primary holds %d connections after statements one at a time beside the monitor, want 1", got)
+	}
+}
+
 // primaryWithOneIdle returns a mock cluster whose primary's pool holds
 // one idle connection, after an INSERT (1); INSERT (2) is expected next.
 func primaryWithOneIdle(t *testing.T) (*mockCluster, *hostPool) {
