@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +111,57 @@ func TestSwitchoverWritesWait(t *testing.T) {
 	}
 	if got := seqs(0); got != "1,3" {
 		t.Errorf("rows on node 0, now a replica of node 1: %q, want \"1,3\" (%s)", got, fmt.Sprint(describe(status(t, cn, c, 0))))
+	}
+}
+
+// TestPromotedReplicaKeepsItsConnections: the connections a replica's
+// pool holds when the replica is promoted reach the new primary itself,
+// so the first write after the promotion runs on one of them, without
+// waiting for a new connection (which, on a loaded machine, cost writes
+// after Patroni's promotions 150–250 ms).
+func TestPromotedReplicaKeepsItsConnections(t *testing.T) {
+	c := startCluster(t, integration.Options{})
+	db, cn := open(t, c)
+	ctx := testCtx(t, 2*time.Minute)
+	tbl := newTable(t, c)
+	if err := c.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Connections to node 1, made while it is a replica.
+	before := map[int]bool{}
+	for range 100 {
+		var pid, port int
+		if err := db.QueryRowContext(ctx, "SELECT pg_backend_pid(), inet_server_port()").Scan(&pid, &port); err != nil {
+			t.Fatal(err)
+		}
+		if c.NodeAt(port) == 1 {
+			before[pid] = true
+		}
+	}
+	if len(before) == 0 {
+		t.Fatal("no read ran on node 1")
+	}
+
+	if err := c.Demote(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Promote(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := within(ctx, 10*time.Second)
+	defer cancel()
+	if err := waitFor(wctx, "the connector to see node 1 as the primary", func() (bool, string) {
+		ns := status(t, cn, c, 1)
+		return ns.Err == nil && ns.Role == pgreplica.RolePrimary, describe(ns)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := db.QueryRowContext(ctx, "INSERT INTO "+tbl+" (seq) VALUES (1) RETURNING pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if !before[pid] {
+		t.Errorf("the first write after node 1's promotion ran on backend %d, a new connection; node 1's pool held %v, made while it was a replica",
+			pid, slices.Sorted(maps.Keys(before)))
 	}
 }
