@@ -224,8 +224,11 @@ func TestReadWithNothingToServeItSaysWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A cluster of its own: write positions the process keeps for
+	// another test's cluster would make the read wait for them.
+	sysid := 1000 + mockSysIDs.Add(1)
 	c.probe = func(context.Context, *node) *prober.Status {
-		return standInAnswer(roleReplica, 0x100, 7)
+		return standInAnswer(roleReplica, 0x100, sysid)
 	}
 	db := sql.OpenDB(c)
 	defer db.Close()
