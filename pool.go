@@ -470,14 +470,14 @@ func (hp *hostPool) releaseAs(res *puddle.Resource[*physical], err error, byStat
 
 // reap closes connections idle or alive too long. The monitor calls it.
 func (hp *hostPool) reap() {
-	// puddle hands the idle connections out newest first, and each one
-	// given back goes on top: give them back oldest first, so that the
-	// next statement still gets the newest (warm: no ping, its prepared
-	// statements) and not, after every probe, the coldest.
 	if !hp.asideMu.TryLock() {
 		return // a statement is borrowing: next time
 	}
 	defer hp.asideMu.Unlock()
+	// puddle hands the idle connections out newest first, and each one
+	// given back goes on top: give them back oldest first, so that the
+	// next statement still gets the newest (warm: no ping, its prepared
+	// statements) and not, after every probe, the coldest.
 	all := hp.pool.AcquireAllIdle()
 	for _, res := range slices.Backward(all) {
 		hp.uncount(res.Value())
